@@ -1,0 +1,43 @@
+package tether
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"regexp"
+	"time"
+)
+
+const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz" // Crockford base32, lowercase
+
+// NewID returns a new identifier with the given prefix: 48 bits of
+// milliseconds and 80 random bits in lowercase base32, so that IDs sort by
+// creation time and are URL-safe.
+func NewID(prefix string) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	out := make([]byte, 0, len(prefix)+26)
+	out = append(out, prefix...)
+	// 128 bits → 26 base32 digits, most significant first.
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	for i := 25; i >= 0; i-- {
+		shift := uint(i * 5)
+		var v uint64
+		switch {
+		case shift >= 64:
+			v = hi >> (shift - 64)
+		case shift > 59:
+			v = lo>>shift | hi<<(64-shift)
+		default:
+			v = lo >> shift
+		}
+		out = append(out, idAlphabet[v&31])
+	}
+	return string(out)
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
+
+// ValidID reports whether s can name a thread, run, message, tool call or
+// request: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -.
+func ValidID(s string) bool { return idPattern.MatchString(s) }

@@ -1,0 +1,190 @@
+// Package store defines the durable home of Tether's data: one append-only
+// event log per thread, plus the metadata of threads and runs (with their
+// leases and idempotency keys), changed atomically with the log.
+//
+// The engine is the only caller. It validates events against the state
+// machine (package runs) and hands the store a [Batch]: the events of one
+// thread and the rows they change. The store assigns offsets, commits the
+// batch in one transaction (many concurrent batches may share one
+// transaction and one fsync: group commit), then reports the committed
+// records, in commit order, to the function set with SetNotify, before the
+// Commit call returns. Readers therefore only ever see committed events.
+//
+// Implementations: sqlitestore (embedded, the default). Every implementation
+// passes the conformance suite in store/storetest.
+//
+// # Caveats
+//
+// A Batch carries a precondition, Version: the number of events the thread
+// must hold before it. This is what makes pipelined appends safe (a batch
+// validated on top of one that then failed fails too) and what lets several
+// nodes share a store with optimistic concurrency.
+package store
+
+import (
+	"context"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// Store is a durable set of thread logs and their metadata. All methods are
+// safe for concurrent use.
+type Store interface {
+	// Commit applies b atomically: all of its events are appended and all
+	// of its rows written, or nothing is. It assigns each event its offset
+	// (setting Event.Offset) and returns the committed records in order.
+	//
+	// Before Commit returns successfully, the records have been passed to
+	// the notify function. Commit returns ErrNotFound if the thread does not
+	// exist (and b.Create is false), ErrExists if b.Create is set and the
+	// thread exists or a run's idempotency key is taken, and ErrConflict if
+	// the thread does not hold exactly b.Version events. If ctx ends before
+	// the batch is committed, Commit returns ctx.Err() and the batch may or
+	// may not have been committed.
+	Commit(ctx context.Context, b *Batch) (*Result, error)
+
+	// ReadEvents returns up to limit records of the thread's log that come
+	// after offset after (tether.OffsetStart: from the first event), in
+	// order. It returns ErrNotFound if the thread does not exist and
+	// ErrOffsetNotFound if after is neither OffsetStart nor the offset of an
+	// event of this thread. Its cost grows with the number of events
+	// returned, not with the length of the log.
+	ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error)
+
+	// Thread returns a thread's row and version. It returns ErrNotFound if
+	// the thread does not exist.
+	Thread(ctx context.Context, id string) (*ThreadRecord, error)
+
+	// Threads lists threads, most recently updated first.
+	Threads(ctx context.Context, q ThreadQuery) (*ThreadPage, error)
+
+	// DeleteThread removes a thread, its log, its runs and its checkpoint.
+	// It returns ErrNotFound if the thread does not exist.
+	DeleteThread(ctx context.Context, id string) error
+
+	// Run returns a run's row. It returns ErrNotFound if there is none.
+	Run(ctx context.Context, id string) (*RunRecord, error)
+
+	// RunByKey returns the run of a thread created with an idempotency key.
+	// It returns ErrNotFound if there is none.
+	RunByKey(ctx context.Context, threadID, key string) (*RunRecord, error)
+
+	// ActiveRuns returns every run that is not terminal (pending, running or
+	// waiting), oldest first.
+	ActiveRuns(ctx context.Context) ([]*RunRecord, error)
+
+	// SaveCheckpoint stores the state of a thread as of offset (an opaque
+	// encoding made by the caller), replacing an older checkpoint. A
+	// checkpoint is a cache of the fold of the log up to offset, so it may
+	// be written at any time after the events it covers are committed. It
+	// returns ErrNotFound if the thread does not exist.
+	SaveCheckpoint(ctx context.Context, threadID string, offset tether.Offset, data []byte) error
+
+	// Checkpoint returns the latest checkpoint of a thread. It returns
+	// ErrNotFound if the thread or its checkpoint does not exist.
+	Checkpoint(ctx context.Context, threadID string) (offset tether.Offset, data []byte, err error)
+
+	// SetNotify sets the function that receives every committed batch that
+	// has events, in commit order, before Commit returns to its caller. The
+	// function must be quick and must not call the store. It replaces any
+	// earlier function; nil removes it.
+	SetNotify(fn func(*Committed))
+
+	// Close waits for batches in flight, then releases the store. Calls
+	// after Close return ErrClosed.
+	Close() error
+}
+
+// Batch is one atomic change to one thread.
+type Batch struct {
+	ThreadID string
+	// Create creates the thread; Thread must be set. The new thread has
+	// version 0 before the events of the batch.
+	Create bool
+	// Version is the number of events the thread must hold before the
+	// batch (ignored with Create).
+	Version int64
+	// Events are appended in order; the store sets their Offset.
+	Events []*tether.Event
+	// Encoded[i] is Events[i].Encode(): the JSON without the offset.
+	Encoded [][]byte
+	// Thread, if set, is the thread's row after the batch. The store fills
+	// in LastOffset (when the batch has events).
+	Thread *tether.Thread
+	// Runs are inserted or replaced.
+	Runs []*RunRecord
+}
+
+// Result is the outcome of a committed batch.
+type Result struct {
+	// Records are the committed events, in order.
+	Records []*tether.Record
+	// Before is the thread's last offset before the batch (OffsetStart if
+	// the log was empty).
+	Before tether.Offset
+	// Version is the thread's number of events after the batch.
+	Version int64
+}
+
+// Committed is a committed batch, as reported to the notify function.
+type Committed struct {
+	ThreadID string
+	// Before is the thread's last offset before the batch.
+	Before tether.Offset
+	// Records are the committed events in order; Events[i] is the decoded
+	// event of Records[i], offset set. Neither may be modified.
+	Records []*tether.Record
+	Events  []*tether.Event
+}
+
+// ThreadRecord is a thread's row.
+type ThreadRecord struct {
+	Thread tether.Thread
+	// Version is the number of events in the thread's log.
+	Version int64
+}
+
+// ThreadQuery selects threads.
+type ThreadQuery struct {
+	// Status, if set, keeps only threads with this status.
+	Status tether.ThreadStatus
+	// Limit is the page size. Defaults to 50; at most 1000.
+	Limit int
+	// Cursor continues a listing (ThreadPage.Next).
+	Cursor string
+}
+
+// ThreadPage is a page of threads.
+type ThreadPage struct {
+	Threads []tether.Thread
+	// Next continues the listing; empty on the last page.
+	Next string
+}
+
+// RunRecord is a run's row: the run as clients see it plus what only the
+// server keeps.
+type RunRecord struct {
+	Run tether.Run
+	// IdempotencyKey is the key the run was created with, if any; it is
+	// unique within the thread.
+	IdempotencyKey string
+	// Multitask is the strategy the run was created with.
+	Multitask tether.Multitask
+	// Lease is held by whoever runs the run.
+	Lease Lease
+}
+
+// Lease is the right to append events to a run.
+type Lease struct {
+	// Token is the secret a worker presents with each append.
+	Token string
+	// Owner is the worker ID.
+	Owner string
+	// Node is the server node that runs the run in-process, if any; such a
+	// run is aborted when that node restarts.
+	Node string
+	// ExpiresAt is when the lease ends unless renewed; zero for in-process
+	// runs, which live as long as their node.
+	ExpiresAt time.Time
+}
