@@ -1,0 +1,290 @@
+// Package runner runs agents in-process: it claims runs from the engine for
+// the agents it holds, gives each a Session over the engine, keeps its
+// lease alive, and delivers input and cancel requests to it.
+//
+// Runs held here carry the node's ID in their lease; when the node restarts,
+// the engine aborts them (server_restart). Shutdown gives running agents a
+// grace, then aborts what is left (server_shutdown).
+//
+// # Caveats
+//
+// The runner follows each run through a subscription of the engine, the same
+// way a remote worker follows it over HTTP, so an in-process agent sees
+// input and cancel requests only once they are committed.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agents"
+	"github.com/tetherhq/tether/engine"
+)
+
+// Options configure a Runner.
+type Options struct {
+	// Concurrency is how many runs may execute at once. Defaults to 256.
+	Concurrency int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Runner executes runs of in-process agents.
+type Runner struct {
+	e      *engine.Engine
+	agents map[string]agents.Agent
+	names  []string
+	opts   Options
+	log    *slog.Logger
+
+	ctx    context.Context // ends when claiming stops
+	stop   context.CancelFunc
+	runCtx context.Context // ends when running agents must stop
+	kill   context.CancelFunc
+	loop   sync.WaitGroup
+	active sync.WaitGroup
+}
+
+// New returns a runner for the given agents, by name.
+func New(e *engine.Engine, as map[string]agents.Agent, opts Options) *Runner {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 256
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Runner{e: e, agents: as, opts: opts, log: opts.Logger}
+	for n := range as {
+		r.names = append(r.names, n)
+	}
+	sort.Strings(r.names)
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	r.runCtx, r.kill = context.WithCancel(context.Background())
+	return r
+}
+
+// Names returns the agent names, sorted.
+func (r *Runner) Names() []string { return r.names }
+
+// Start starts claiming runs.
+func (r *Runner) Start() {
+	if len(r.names) == 0 {
+		return
+	}
+	r.loop.Add(1)
+	go r.claimLoop()
+}
+
+// Shutdown stops claiming, waits for running agents until ctx ends, then
+// cancels the rest and aborts their runs (server_shutdown).
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.stop()
+	r.loop.Wait()
+	done := make(chan struct{})
+	go func() { r.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := r.e.AbortLocal(actx, engine.ReasonServerShutdown)
+	r.kill()
+	<-done
+	return err
+}
+
+func (r *Runner) claimLoop() {
+	defer r.loop.Done()
+	sem := make(chan struct{}, r.opts.Concurrency)
+	worker := "inproc@" + r.e.NodeID()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-r.ctx.Done():
+			return
+		}
+		c, err := r.e.Claim(r.ctx, engine.ClaimRequest{WorkerID: worker, Agents: r.names, Wait: 30 * time.Second, Local: true})
+		if err != nil || c == nil {
+			<-sem
+			if r.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if tether.CodeOf(err) == tether.CodeUnavailable {
+					return
+				}
+				r.log.Error("claim", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		r.active.Add(1)
+		go func() {
+			defer func() { <-sem; r.active.Done() }()
+			r.execute(c)
+		}()
+	}
+}
+
+// execute runs one claimed run to its end.
+func (r *Runner) execute(c *engine.Claim) {
+	run := c.Run
+	log := r.log.With("run", run.ID, "thread", run.ThreadID, "agent", run.Agent)
+	ctx, cancel := context.WithCancelCause(r.runCtx)
+	defer cancel(nil)
+
+	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
+	sub, err := r.e.Subscribe(ctx, engine.SubscribeRequest{RunID: run.ID, Cursor: c.Offset})
+	if err != nil {
+		log.Error("follow run", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); tr.follow(ctx, sub, cancel) }()
+	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
+
+	s := agents.NewSession(run, c.Messages, tr)
+	err = r.call(ctx, s)
+	if !s.Finished() {
+		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var ferr error
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errCancelRequested):
+			ferr = s.Finish(fctx, tether.RunCancelled, nil)
+		case cause != nil:
+			// The run ended without us (finished by the server, lease
+			// lost, node shutting down): nothing to finish.
+		case err != nil:
+			log.Warn("agent failed", "err", err)
+			ferr = s.Finish(fctx, tether.RunError, &tether.ErrorInfo{Code: "agent_error", Message: "The agent failed."})
+		default:
+			ferr = s.Finish(fctx, tether.RunDone, nil)
+		}
+		fcancel()
+		if ferr != nil && tether.CodeOf(ferr) != tether.CodeConflict {
+			log.Warn("finish run", "err", ferr)
+		}
+	}
+	cancel(errRunOver)
+	sub.Close()
+	wg.Wait()
+}
+
+// call runs the agent, turning a panic into an error.
+func (r *Runner) call(ctx context.Context, s *agents.Session) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("agent panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	a := r.agents[s.Run.Agent]
+	if a == nil {
+		return fmt.Errorf("no agent %q", s.Run.Agent)
+	}
+	return a.Run(ctx, s)
+}
+
+var (
+	errCancelRequested = errors.New("cancel requested")
+	errRunEnded        = errors.New("run ended")
+	errLeaseLost       = errors.New("lease lost")
+	errRunOver         = errors.New("agent returned")
+)
+
+// transport is a Session's way to the engine for an in-process run.
+type transport struct {
+	e     *engine.Engine
+	runID string
+	token string
+
+	mu     sync.Mutex
+	inputs map[string]json.RawMessage
+	wake   chan struct{} // closed and replaced when an input arrives
+}
+
+func (t *transport) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
+	res, err := t.e.Append(ctx, t.runID, t.token, evs)
+	if err != nil {
+		return false, err
+	}
+	return res.CancelRequested, nil
+}
+
+func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
+	for {
+		t.mu.Lock()
+		v, ok := t.inputs[requestID]
+		wake := t.wake
+		t.mu.Unlock()
+		if ok {
+			return v, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// follow reads the run's events: input goes to WaitInput, a cancel request
+// or the end of the run stops the agent.
+func (t *transport) follow(ctx context.Context, sub *engine.Subscription, stop context.CancelCauseFunc) {
+	for {
+		recs, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				stop(errRunEnded)
+			}
+			return
+		}
+		for _, rec := range recs {
+			switch rec.Type {
+			case tether.EventRunCancelRequested:
+				stop(errCancelRequested)
+			case tether.EventRunFinished:
+				stop(errRunEnded)
+			case tether.EventRunInput:
+				ev, err := rec.Decode()
+				if err != nil {
+					continue
+				}
+				t.mu.Lock()
+				t.inputs[ev.RequestID] = ev.Value
+				close(t.wake)
+				t.wake = make(chan struct{})
+				t.mu.Unlock()
+			}
+		}
+	}
+}
+
+// heartbeat keeps the lease alive while the agent runs.
+func (t *transport) heartbeat(ctx context.Context, every time.Duration, stop context.CancelCauseFunc) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			_, err := t.e.Heartbeat(ctx, t.runID, t.token)
+			switch tether.CodeOf(err) {
+			case tether.CodeLeaseLost, tether.CodeConflict, tether.CodeNotFound:
+				stop(errLeaseLost)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// readBody reads a request body of at most limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "text/plain") {
+			return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json")
+		}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, tether.Errorf(tether.CodeTooLarge, "request body is larger than %d bytes", limit)
+	}
+	if err != nil {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body could not be read")
+	}
+	return b, nil
+}
+
+// decodeJSON decodes a JSON object body into v, strictly: unknown fields
+// and trailing data are errors. An empty body leaves v as it is when
+// optional is set.
+func decodeJSON(r *http.Request, limit int64, v any, optional bool) error {
+	b, err := readBody(r, limit)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if optional {
+			return nil
+		}
+		return tether.Errorf(tether.CodeBadRequest, "request body is empty; a JSON object is expected")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return tether.Errorf(tether.CodeBadRequest, "request body: %s", tether.JSONError(err))
+	}
+	if dec.More() {
+		return tether.Errorf(tether.CodeBadRequest, "request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// checkObject checks that raw, if set, is a JSON object.
+func checkObject(raw json.RawMessage, field string) error {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	if b[0] != '{' {
+		return tether.Errorf(tether.CodeBadRequest, "%s must be a JSON object", field)
+	}
+	return nil
+}

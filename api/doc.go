@@ -1,0 +1,16 @@
+// Package api serves Tether's HTTP interface over an engine: REST for
+// threads, runs, final answers and workers; subscriptions as Server-Sent
+// Events or JSON long-polls; health and metrics. docs/protocol.md is the
+// contract it implements.
+//
+// Use New with an engine and Options, then serve Server.Handler with an
+// http.Server. On shutdown, call Server.Shutdown before http.Server.Shutdown:
+// it tells every open stream to reconnect and ends it, so that the HTTP
+// server's shutdown never waits on a stream.
+//
+// # Caveats
+//
+// Streams are never compressed (proxies and browsers must see each frame
+// as it is written) and each flush has a write deadline, so a client that
+// stops reading is cut instead of holding the server.
+package api

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// statusOf maps an error code to its HTTP status: the one place where codes
+// become statuses.
+func statusOf(code tether.Code) int {
+	switch code {
+	case tether.CodeBadRequest:
+		return http.StatusBadRequest
+	case tether.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case tether.CodeForbidden:
+		return http.StatusForbidden
+	case tether.CodeNotFound:
+		return http.StatusNotFound
+	case tether.CodeConflict, tether.CodeRunActive:
+		return http.StatusConflict
+	case tether.CodeLeaseLost, tether.CodeGone:
+		return http.StatusGone
+	case tether.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case tether.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case tether.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+type errorBody struct {
+	Error tether.ErrorInfo `json:"error"`
+}
+
+// writeError answers with an error. Errors that are not *tether.Error are
+// internal: logged in full, answered with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var te *tether.Error
+	if !errors.As(err, &te) {
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			return // the client left
+		}
+		te = tether.Wrap(err, tether.CodeInternal, "internal error")
+	}
+	status := statusOf(te.Code)
+	if status >= 500 {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("request_id", requestID(r)), slog.Any("err", err))
+	}
+	msg := te.Message
+	if msg == "" {
+		msg = string(te.Code)
+	}
+	writeJSON(w, status, errorBody{tether.ErrorInfo{Code: string(te.Code), Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,72 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tetherhq/tether/engine"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own so
+// that several servers can live in one process (tests).
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	streams  prometheus.Gauge
+	slowCuts prometheus.Counter
+}
+
+func newMetrics(e *engine.Engine) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_http_requests_total", Help: "HTTP requests by route, method and status.",
+	}, []string{"route", "method", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tether_http_request_duration_seconds", Help: "Duration of non-streaming HTTP requests.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30},
+	}, []string{"route"})
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tether_sse_streams", Help: "Open SSE streams."})
+	m.slowCuts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tether_slow_consumer_cuts_total", Help: "Streams ended because the client fell too far behind.",
+	})
+	c := e.Counters()
+	counter := func(name, help string, f func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.streams, m.slowCuts,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		counter("tether_events_committed_total", "Events committed to the store.", c.Events.Load),
+		counter("tether_batches_committed_total", "Store batches committed.", c.Batches.Load),
+		counter("tether_appends_total", "Appends accepted (plans committed).", c.Appends.Load),
+		counter("tether_appends_rejected_total", "Appends rejected by validation.", c.Rejected.Load),
+		counter("tether_commit_errors_total", "Batches the store failed to commit.", c.CommitErrors.Load),
+		counter("tether_runs_aborted_total", "Runs the server ended aborted.", c.Aborted.Load),
+		gauge("tether_subscriptions", "Open subscriptions.", func() float64 { return float64(c.Subscriptions.Load()) }),
+		gauge("tether_threads_cached", "Thread states in memory.", func() float64 { return float64(e.CachedThreads()) }),
+		gauge("tether_hub_topics", "Threads with a fan-out topic.", func() float64 { return float64(e.Hub().Stats().Topics) }),
+		gauge("tether_hub_ring_bytes", "Bytes held in fan-out rings.", func() float64 { return float64(e.Hub().Stats().RingBytes) }),
+	)
+	return m
+}
+
+func (m *metrics) request(route, method string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	if status != http.StatusOK || strings.HasSuffix(route, "/events") && strings.HasPrefix(route, "GET ") || strings.HasSuffix(route, "/stream") {
+		return // streams last as long as the client stays
+	}
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

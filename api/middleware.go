@@ -1,0 +1,130 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey).(string)
+	return id
+}
+
+// statusWriter records the status and size of a response. It forwards
+// Flush and Unwrap so that streams and http.ResponseController work.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs each request, counts it, gives it a request ID and turns a
+// panic into a 500 that leaks nothing.
+func (s *Server) observe(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic", "route", route, "request_id", id, "panic", v, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					s.writeError(sw, r, tether.Errorf(tether.CodeInternal, "internal error"))
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.metrics.request(route, r.Method, status, time.Since(start))
+			level := slog.LevelInfo
+			switch {
+			case status >= 500:
+				level = slog.LevelError
+			case route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/":
+				level = slog.LevelDebug
+			}
+			s.log.LogAttrs(r.Context(), level, "request",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+				slog.Duration("duration", time.Since(start)), slog.Int64("bytes", sw.bytes), slog.String("request_id", id))
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// cors answers preflights and sets CORS headers for allowed origins.
+func (s *Server) cors(h http.Handler) http.Handler {
+	if len(s.opts.CORSOrigins) == 0 {
+		return h
+	}
+	anyOrigin := slices.Contains(s.opts.CORSOrigins, "*")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && (anyOrigin || slices.Contains(s.opts.CORSOrigins, origin)) {
+			hd := w.Header()
+			hd.Set("Access-Control-Allow-Origin", origin)
+			hd.Add("Vary", "Origin")
+			hd.Set("Access-Control-Expose-Headers", strings.Join(exposedHeaders, ", "))
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				hd.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
+				hd.Set("Access-Control-Allow-Headers", strings.Join(allowedHeaders, ", "))
+				hd.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id"}
+
+var allowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key",
+	"Tether-Lease", "Producer-Id", "Producer-Epoch", "Producer-Seq", "X-Request-Id"}

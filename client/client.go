@@ -1,0 +1,242 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure a Client. The zero value (or nil) gives the defaults.
+type Options struct {
+	// Token is sent as "Authorization: Bearer <token>". Empty sends none.
+	Token string
+	// HTTPClient makes the requests. Defaults to a client with no overall
+	// timeout, since subscriptions stay open for minutes; set timeouts on
+	// its transport, not on the client, or streams will be cut.
+	HTTPClient *http.Client
+	// MinBackoff and MaxBackoff bound the delay before a retry or a
+	// reconnect: exponential from MinBackoff, capped at MaxBackoff, with
+	// full jitter. Default to 200ms and 5s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger, if set, gets a line for each retry and reconnect: warnings
+	// for failures, debug lines for streams that ended normally. Defaults
+	// to no logging.
+	Logger *slog.Logger
+}
+
+// Default backoff bounds, used when Options leaves them zero.
+const (
+	DefaultMinBackoff = 200 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// maxRetries is how many times a REST call is retried after its first try.
+const maxRetries = 4
+
+// Client is a client of a Tether server. It is safe for concurrent use.
+type Client struct {
+	base   string
+	token  string
+	hc     *http.Client
+	min    time.Duration
+	max    time.Duration
+	logger *slog.Logger
+}
+
+// New returns a client of the server at baseURL (like
+// "http://127.0.0.1:8080"; a path prefix is kept). A nil opts gives the
+// defaults.
+func New(baseURL string, opts *Options) *Client {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := &Client{
+		base:   strings.TrimRight(baseURL, "/"),
+		token:  o.Token,
+		hc:     o.HTTPClient,
+		min:    o.MinBackoff,
+		max:    o.MaxBackoff,
+		logger: o.Logger,
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{}
+	}
+	if c.min <= 0 {
+		c.min = DefaultMinBackoff
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxBackoff
+	}
+	c.max = max(c.max, c.min)
+	return c
+}
+
+// backoff returns the delay before retry number attempt (from 0):
+// uniform in [0, min(max, min·2^attempt)), the "full jitter" of the AWS
+// architecture blog, so that many clients cut off at once do not come back
+// at once.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.max
+	if attempt < 32 {
+		if e := c.min << attempt; e > 0 && e < c.max {
+			d = e
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Client) log(level slog.Level, msg string, args ...any) {
+	if c.logger != nil {
+		c.logger.Log(context.Background(), level, msg, args...)
+	}
+}
+
+// retryMode says which failures of a REST call may be retried.
+type retryMode int
+
+const (
+	// retrySafe: the request may be repeated without harm (GET, DELETE,
+	// a POST with an idempotency key or a client-chosen id). Transport
+	// errors, 5xx and 429 are retried.
+	retrySafe retryMode = iota
+	// retryUnsent: a repeat could act twice, so only failures where the
+	// server did not act are retried: a refused connection, 503 and 429.
+	retryUnsent
+)
+
+// call is one REST request.
+type call struct {
+	op     string // for error messages: "create run"
+	method string
+	path   string // escaped
+	query  url.Values
+	body   any
+	header http.Header
+	retry  retryMode
+}
+
+// do runs a REST call, with retries, and decodes a 2xx body into out
+// (unless out is nil). A non-2xx answer is returned as a *tether.Error.
+func (c *Client) do(ctx context.Context, cl call, out any) error {
+	var body []byte
+	if cl.body != nil {
+		var err error
+		if body, err = json.Marshal(cl.body); err != nil {
+			return fmt.Errorf("%s: encode request: %w", cl.op, err)
+		}
+	}
+	u := c.base + cl.path
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	for attempt := 0; ; attempt++ {
+		retry, wait, err := c.try(ctx, cl, u, body, out)
+		if err == nil || !retry || attempt == maxRetries || ctx.Err() != nil {
+			return err
+		}
+		d := max(c.backoff(attempt), min(wait, c.max))
+		c.log(slog.LevelWarn, "tether: retrying", "op", cl.op, "err", err, "delay", d)
+		if err := sleep(ctx, d); err != nil {
+			return fmt.Errorf("%s: %w", cl.op, err)
+		}
+	}
+}
+
+// try makes one attempt. It returns whether the error may be retried, and
+// how long the server asked to wait (Retry-After).
+func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out any) (retry bool, wait time.Duration, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, u, rd)
+	if err != nil {
+		return false, 0, fmt.Errorf("%s: %w", cl.op, err)
+	}
+	for k, v := range cl.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.authorize(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return cl.retry == retrySafe || notSent(err), 0, fmt.Errorf("%s: %w", cl.op, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		s := resp.StatusCode
+		retry := s == http.StatusServiceUnavailable || s == http.StatusTooManyRequests ||
+			(cl.retry == retrySafe && s >= 500)
+		return retry, retryAfter(resp), responseError(resp)
+	}
+	if out == nil {
+		return false, 0, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return false, 0, fmt.Errorf("%s: decode the answer: %w", cl.op, err)
+	}
+	return false, 0, nil
+}
+
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// notSent reports whether a transport error happened before the request
+// could reach the server (the connection was never made).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func retryAfter(resp *http.Response) time.Duration {
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 0
+}
+
+// drain reads a little of what is left of a body, so that the connection
+// can be reused, and closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
+}
+
+// escape escapes one path segment.
+func escape(s string) string { return url.PathEscape(s) }

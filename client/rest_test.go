@@ -1,0 +1,344 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+)
+
+const threadJSON = `{"id":"t 1","status":"idle","metadata":{"k":"v"},"created_at":"2025-01-02T03:04:05.006Z","updated_at":"2025-01-02T03:04:05.006Z","last_offset":"-1","active_run_id":null}`
+
+const runJSON = `{"id":"r1","thread_id":"t1","agent":"demo","input":{"messages":[{"role":"user","content":"hi"}]},"status":"pending","metadata":{},"created_at":"2025-01-02T03:04:05.006Z","started_at":null,"last_update_at":"2025-01-02T03:04:05.006Z","completed_at":null,"attempt":0}`
+
+func TestCreateThread(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusCreated, threadJSON)
+	})
+	th, err := c.CreateThread(context.Background(), "t 1", map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.ID != "t 1" || th.Status != tether.ThreadIdle || string(th.Metadata) != `{"k":"v"}` || th.LastOffset != tether.OffsetStart {
+		t.Errorf("thread = %+v", th)
+	}
+	r := rec.all()[0]
+	if r.Method != "POST" || r.Path != "/v1/threads" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer sekret" {
+		t.Errorf("Authorization = %q", got)
+	}
+	if got := r.Header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q", got)
+	}
+	if r.Body != `{"id":"t 1","metadata":{"k":"v"}}` {
+		t.Errorf("body = %s", r.Body)
+	}
+}
+
+func TestCreateThreadNoID(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			writeJSON(w, http.StatusInternalServerError, `{"error":{"code":"internal","message":"oops"}}`)
+			return
+		}
+		writeJSON(w, http.StatusCreated, threadJSON)
+	})
+	// Without an id, a 500 may have created the thread: no retry.
+	if _, err := c.CreateThread(context.Background(), "", nil); tether.CodeOf(err) != tether.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 1 || reqs[0].Body != `{}` {
+		t.Fatalf("requests = %+v", reqs)
+	}
+}
+
+func TestThread(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, `{"thread":`+threadJSON+`,"runs":[`+runJSON+`],"messages":[],"offset":"0000000001_0000000000000002"}`)
+	})
+	snap, err := c.Thread(context.Background(), "t/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Thread.ID != "t 1" || len(snap.Runs) != 1 || snap.Runs[0].ID != "r1" || snap.Offset != "0000000001_0000000000000002" {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	if r := rec.all()[0]; r.Method != "GET" || r.Path != "/v1/threads/t%2F1" || r.Header.Get("Accept") != "application/json" {
+		t.Errorf("request %s %s %v", r.Method, r.Path, r.Header)
+	}
+}
+
+func TestThreads(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, `{"threads":[`+threadJSON+`],"next_cursor":"c2"}`)
+	})
+	ths, next, err := c.Threads(context.Background(), ThreadQuery{Status: tether.ThreadBusy, Limit: 10, Cursor: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ths) != 1 || next != "c2" {
+		t.Errorf("threads = %+v, next %q", ths, next)
+	}
+	if r := rec.all()[0]; r.Method != "GET" || r.Path != "/v1/threads" || r.Query != "cursor=c1&limit=10&status=busy" {
+		t.Errorf("request %s %s?%s", r.Method, r.Path, r.Query)
+	}
+}
+
+func TestDeleteThread(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	if err := c.DeleteThread(context.Background(), "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := rec.all()[0]; r.Method != "DELETE" || r.Path != "/v1/threads/t1" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+}
+
+func TestFinalAnswer(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, `{"content":"Hello.","complete":true,"completed_at":"2025-01-02T03:04:05.006Z","run_id":"r1","message_id":"m1"}`)
+	})
+	fa, err := c.FinalAnswer(context.Background(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fa.Content != "Hello." || !fa.Complete || fa.RunID != "r1" || fa.MessageID != "m1" || fa.CompletedAt.IsZero() {
+		t.Errorf("final answer = %+v", fa)
+	}
+	if r := rec.all()[0]; r.Method != "GET" || r.Path != "/v1/threads/t1/final-answer" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+}
+
+func TestCreateRun(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusCreated, runJSON)
+	})
+	run, err := c.CreateRun(context.Background(), "t1", RunRequest{
+		Agent:     "demo",
+		Input:     tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "hi"}}},
+		Metadata:  json.RawMessage(`{"demo":{"tokens":5}}`),
+		Multitask: tether.MultitaskEnqueue,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.ID != "r1" || run.Status != tether.RunPending || run.Input.Messages[0].Content != "hi" {
+		t.Errorf("run = %+v", run)
+	}
+	r := rec.all()[0]
+	if r.Method != "POST" || r.Path != "/v1/threads/t1/runs" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+	want := `{"agent":"demo","input":{"messages":[{"role":"user","content":"hi"}]},"metadata":{"demo":{"tokens":5}},"multitask":"enqueue"}`
+	if r.Body != want {
+		t.Errorf("body = %s\nwant %s", r.Body, want)
+	}
+	if r.Header.Get("Idempotency-Key") == "" {
+		t.Error("no Idempotency-Key")
+	}
+}
+
+// A 503 (and a dropped connection) is retried with the same key, so the
+// server can answer the retry with the run it already made.
+func TestCreateRunRetriesWithSameKey(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		switch n {
+		case 1:
+			writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the server is starting"}}`)
+		case 2:
+			panic(http.ErrAbortHandler) // the connection drops before an answer
+		default:
+			writeJSON(w, http.StatusCreated, runJSON)
+		}
+	})
+	run, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.ID != "r1" {
+		t.Errorf("run = %+v", run)
+	}
+	reqs := rec.all()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	key := reqs[0].Header.Get("Idempotency-Key")
+	for i, r := range reqs {
+		if got := r.Header.Get("Idempotency-Key"); got != key || key == "" {
+			t.Errorf("request %d: Idempotency-Key %q, first %q", i, got, key)
+		}
+		if r.Body != reqs[0].Body {
+			t.Errorf("request %d: body %s differs", i, r.Body)
+		}
+	}
+
+	// A key of the caller's own is sent as is.
+	if _, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo", IdempotencyKey: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.all()[3].Header.Get("Idempotency-Key"); got != "k1" {
+		t.Errorf("Idempotency-Key = %q, want k1", got)
+	}
+}
+
+func TestCreateRunGivesUp(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"down"}}`)
+	})
+	_, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo"})
+	if !errors.Is(err, tether.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(rec.all()); n != 1+maxRetries {
+		t.Errorf("%d requests, want %d", n, 1+maxRetries)
+	}
+}
+
+func TestCreateRunConflictNotRetried(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusConflict, `{"error":{"code":"run_active","message":"thread t1 has an active run r0"}}`)
+	})
+	_, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo"})
+	var te *tether.Error
+	if !errors.As(err, &te) || te.Code != tether.CodeRunActive || te.Message != "thread t1 has an active run r0" {
+		t.Fatalf("err = %#v", err)
+	}
+	if !errors.Is(err, tether.ErrRunActive) {
+		t.Error("errors.Is(err, ErrRunActive) is false")
+	}
+	if n := len(rec.all()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
+func TestRun(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, `{"run":`+runJSON+`,"messages":[{"id":"m1","thread_id":"t1","run_id":"r1","role":"user","status":"done","parts":[{"type":"text","text":"hi"}],"metadata":{},"started_at":null,"last_update_at":null}]}`)
+	})
+	snap, err := c.Run(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Runs) != 1 || snap.Runs[0].ID != "r1" || len(snap.Messages) != 1 || snap.Messages[0].Parts[0].Text != "hi" || snap.Thread.ID != "t1" {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	if r := rec.all()[0]; r.Method != "GET" || r.Path != "/v1/runs/r1" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+}
+
+func TestCancelRun(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusAccepted, runJSON)
+	})
+	run, err := c.CancelRun(context.Background(), "r1")
+	if err != nil || run.ID != "r1" {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	if r := rec.all()[0]; r.Method != "POST" || r.Path != "/v1/runs/r1/cancel" {
+		t.Errorf("request %s %s", r.Method, r.Path)
+	}
+}
+
+func TestSubmitInput(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"busy"}}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	if err := c.SubmitInput(context.Background(), "r1", "q1", map[string]string{"text": "blue"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2 (a 503 is retried)", len(reqs))
+	}
+	if r := reqs[1]; r.Method != "POST" || r.Path != "/v1/runs/r1/input" || r.Body != `{"request_id":"q1","value":{"text":"blue"}}` {
+		t.Errorf("request %s %s %s", r.Method, r.Path, r.Body)
+	}
+}
+
+// A 500 after an input may mean it was taken: retrying would get a 409.
+func TestSubmitInputNotRetriedOn500(t *testing.T) {
+	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusInternalServerError, `{"error":{"code":"internal","message":"oops"}}`)
+	})
+	if err := c.SubmitInput(context.Background(), "r1", "q1", "x"); tether.CodeOf(err) != tether.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(rec.all()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
+func TestErrorDecoding(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		code     tether.Code
+		message  string
+		requests int
+	}{
+		{"protocol error", 404, `{"error":{"code":"not_found","message":"thread t1 not found"}}`, tether.CodeNotFound, "thread t1 not found", 1},
+		{"unknown code kept", 418, `{"error":{"code":"teapot","message":"short and stout"}}`, "teapot", "short and stout", 1},
+		{"proxy page", 502, `<html>upstream db01.internal:5432 refused</html>`, tether.CodeInternal, "server answered 502 Bad Gateway", 1 + maxRetries},
+		{"other JSON", 400, `{"message":"secret detail"}`, tether.CodeInternal, "server answered 400 Bad Request", 1},
+		{"empty", 401, ``, tether.CodeInternal, "server answered 401 Unauthorized", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			})
+			_, err := c.Thread(context.Background(), "t1")
+			var te *tether.Error
+			if !errors.As(err, &te) {
+				t.Fatalf("err = %#v, want a *tether.Error", err)
+			}
+			if te.Code != tc.code || te.Message != tc.message {
+				t.Errorf("error = %q %q, want %q %q", te.Code, te.Message, tc.code, tc.message)
+			}
+			if strings.Contains(err.Error(), "db01") || strings.Contains(err.Error(), "secret") {
+				t.Errorf("error leaks the body: %v", err)
+			}
+			if n := len(rec.all()); n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+func TestContextCancelStopsRetries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		cancel()
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"down"}}`)
+	})
+	c.min, c.max = 24*time.Hour, 24*time.Hour
+	if _, err := c.Thread(ctx, "t1"); !errors.Is(err, context.Canceled) && !errors.Is(err, tether.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestTransportError(t *testing.T) {
+	c := New("http://127.0.0.1:1", &Options{MinBackoff: 1, MaxBackoff: 1})
+	_, err := c.Thread(context.Background(), "t1")
+	if err == nil || !strings.HasPrefix(err.Error(), "get thread: ") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tetherhq/tether/agents"
+	"github.com/tetherhq/tether/agents/demo"
+	"github.com/tetherhq/tether/agents/runner"
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/store/sqlitestore"
+	"github.com/tetherhq/tether/web/app"
+)
+
+type serveConfig struct {
+	addr, data, token, keysFile, nodeID, agent, cors, logLevel, logFormat, debugAddr string
+	fsync, insecure                                                                  bool
+	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
+	maxBody, maxEvent                                                                int
+}
+
+func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "serve [flags]", env, stderr)
+	var c serveConfig
+	fs.StringVar(&c.addr, "addr", fs.envOr("TETHER_ADDR", "127.0.0.1:8080"), "address to listen on ($TETHER_ADDR)")
+	fs.StringVar(&c.data, "data", fs.envOr("TETHER_DATA", "./tether-data"), "data directory; the store is tether.db inside ($TETHER_DATA)")
+	fsync := fs.Bool("fsync", "TETHER_FSYNC", false, "fsync every commit (group commit): survive power loss, not only a crash")
+	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "admin API token; clients send Authorization: Bearer <token> ($TETHER_TOKEN)")
+	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client ($TETHER_KEYS)")
+	insecure := fs.Bool("insecure", "TETHER_INSECURE", false, "allow listening on a non-loopback address without any API key")
+	heartbeat := fs.Duration("heartbeat", "TETHER_HEARTBEAT", 15*time.Second, "interval of ping events on streams")
+	lifetime := fs.Duration("max-stream-lifetime", "TETHER_MAX_STREAM_LIFETIME", 10*time.Minute, "streams end after this long; clients resume")
+	leaseTTL := fs.Duration("lease-ttl", "TETHER_LEASE_TTL", 30*time.Second, "a run's lease lasts this long without an append or heartbeat")
+	cancelGrace := fs.Duration("cancel-grace", "TETHER_CANCEL_GRACE", 10*time.Second, "time a worker has to confirm a cancel before the server ends the run")
+	sweep := fs.Duration("sweep-interval", "TETHER_SWEEP_INTERVAL", time.Second, "how often expired leases and cancel graces are checked")
+	shutdownGrace := fs.Duration("shutdown-grace", "TETHER_SHUTDOWN_GRACE", 5*time.Second, "on SIGTERM, time in-process runs get to finish before they are aborted")
+	writeTimeout := fs.Duration("write-timeout", "TETHER_WRITE_TIMEOUT", 30*time.Second, "a stream whose client reads nothing for this long is cut")
+	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
+	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
+	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name; its in-process runs are aborted when it restarts ($TETHER_NODE_ID)")
+	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
+	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins allowed to call the API from a browser, or * ($TETHER_CORS_ORIGINS)")
+	fs.StringVar(&c.logLevel, "log-level", fs.envOr("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error ($TETHER_LOG_LEVEL)")
+	fs.StringVar(&c.logFormat, "log-format", fs.envOr("TETHER_LOG_FORMAT", "text"), "text or json ($TETHER_LOG_FORMAT)")
+	fs.StringVar(&c.debugAddr, "debug-addr", fs.envOr("TETHER_DEBUG_ADDR", ""), "if set, serve /debug/pprof on this address ($TETHER_DEBUG_ADDR)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tether serve: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	c.fsync, c.insecure = *fsync, *insecure
+	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
+	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent
+	return serve(ctx, c, stderr)
+}
+
+func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
+	log, err := newLogger(c.logLevel, c.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	keys, err := loadKeys(c)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	if len(keys) == 0 && !isLoopback(ln.Addr()) && !c.insecure {
+		return fmt.Errorf("refusing to listen on %s without API keys: set --token or --keys, or pass --insecure", ln.Addr())
+	}
+
+	if err := os.MkdirAll(c.data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	st, err := sqlitestore.Open(filepath.Join(c.data, "tether.db"), sqlitestore.Options{Fsync: c.fsync, Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	local := map[string]agents.Agent{demo.Name: demo.New()}
+	e := engine.New(st, engine.Options{
+		NodeID: c.nodeID, LeaseTTL: c.leaseTTL, SweepInterval: c.sweep, CancelGrace: c.cancelGrace,
+		MaxEventBytes: c.maxEvent, Logger: log,
+		AcceptAgent: func(name string) bool { _, ok := local[name]; return ok },
+	})
+	defer e.Close()
+	if err := e.Start(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	rn := runner.New(e, local, runner.Options{Logger: log})
+
+	srv := api.New(e, api.Options{
+		Keys: keys, CORSOrigins: splitList(c.cors), DefaultAgent: c.agent, Heartbeat: c.heartbeat,
+		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody),
+		Web: app.FS(), Logger: log,
+	})
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if c.debugAddr != "" {
+		go serveDebug(c.debugAddr, log)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	rn.Start()
+	auth := "off (loopback)"
+	if len(keys) > 0 {
+		auth = fmt.Sprintf("%d key(s)", len(keys))
+	}
+	log.Info("tether is serving", "url", "http://"+ln.Addr().String(), "data", c.data, "fsync", c.fsync,
+		"auth", auth, "agents", strings.Join(rn.Names(), ","), "version", versionString())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Shutdown, in an order that loses nothing and never hangs on a
+	// stream: stop taking connections; let in-process runs finish within
+	// the grace (their clients still see them), abort the rest; tell every
+	// stream to reconnect; wait for requests; flush the store.
+	log.Info("shutting down", "grace", c.shutdownGrace)
+	srv.SetReady(false)
+	hctx, hcancel := context.WithTimeout(context.Background(), c.shutdownGrace+c.writeTimeout+10*time.Second)
+	defer hcancel()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Shutdown(hctx) }()
+	gctx, gcancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	if err := rn.Shutdown(gctx); err != nil {
+		log.Error("abort in-process runs", "err", err)
+	}
+	gcancel()
+	srv.Shutdown()
+	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	if err := e.Close(); err != nil {
+		log.Error("close engine", "err", err)
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func loadKeys(c serveConfig) ([]api.Key, error) {
+	var keys []api.Key
+	if c.token != "" {
+		if len(c.token) < 16 {
+			return nil, errors.New("--token must be at least 16 characters")
+		}
+		keys = append(keys, api.Key{Token: c.token, Role: api.RoleAdmin, Name: "token"})
+	}
+	if c.keysFile != "" {
+		f, err := os.Open(c.keysFile)
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		defer f.Close()
+		more, err := api.ParseKeys(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.keysFile, err)
+		}
+		keys = append(keys, more...)
+	}
+	return keys, nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level must be debug, info, warn or error")
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json")
+}
+
+func serveDebug(addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("debug server", "addr", addr)
+	if err := http.ListenAndServe(addr, mux); err != nil {
+		log.Error("debug server", "err", err)
+	}
+}

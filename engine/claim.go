@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
+	"github.com/tetherhq/tether/store"
+)
+
+// ClaimRequest asks for a run to work on.
+type ClaimRequest struct {
+	// WorkerID names the worker (for logs and the run's worker_id).
+	WorkerID string
+	// Agents are the agent names the worker can run.
+	Agents []string
+	// Wait is how long to wait for a run when none is ready.
+	Wait time.Duration
+	// Local marks an in-process agent of this node: its runs are aborted
+	// when the node restarts, whatever their lease says.
+	Local bool
+}
+
+// Claim is a run handed to a worker, with the lease it appends under.
+type Claim struct {
+	Run tether.Run
+	// Messages are the thread's messages as of the claim: the
+	// conversation the agent answers.
+	Messages []tether.Message
+	Lease    LeaseInfo
+	// Offset is the offset of the run.started event: a subscription to the
+	// run from here sees input and cancel requests that come later.
+	Offset tether.Offset
+}
+
+// LeaseInfo is the wire form of a lease.
+type LeaseInfo struct {
+	Token     string      `json:"token"`
+	ExpiresAt tether.Time `json:"expires_at"`
+	TTLms     int64       `json:"ttl_ms"`
+}
+
+// Claim takes the oldest run that is ready for one of the agents, waiting
+// up to req.Wait for one. It returns nil, nil if none came.
+func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
+	if len(req.Agents) == 0 {
+		return nil, tether.Errorf(tether.CodeBadRequest, "agents must name at least one agent")
+	}
+	if req.WorkerID == "" || len(req.WorkerID) > 255 {
+		return nil, tether.Errorf(tether.CodeBadRequest, "worker_id must be 1 to 255 bytes")
+	}
+	e.sawAgents(req.Agents)
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	for {
+		q, ok, wake := e.queue.pop(req.Agents)
+		if ok {
+			c, err := e.claim(ctx, q, req)
+			if err != nil || c != nil {
+				return c, err
+			}
+			continue // stale entry
+		}
+		if e.queue.isClosed() {
+			return nil, errClosed
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// claim starts a queued run if it is still the next one of its thread. It
+// returns nil, nil if the entry went stale.
+func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Claim, error) {
+	t, err := e.thread(ctx, q.threadID)
+	if err != nil {
+		if tether.CodeOf(err) == tether.CodeNotFound {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var lease store.Lease
+	o, err := e.update(ctx, t, func(p *planner) error {
+		next, ok := p.tx.NextPending()
+		if !ok || next.ID != q.runID {
+			return errStale
+		}
+		lease = store.Lease{Token: newToken(), Owner: req.WorkerID, ExpiresAt: p.now.Add(e.opts.LeaseTTL)}
+		if req.Local {
+			lease.Node = e.opts.NodeID
+		}
+		p.setLease(next.ID, lease)
+		return p.emit(&tether.Event{Type: tether.EventRunStarted, RunID: next.ID, WorkerID: req.WorkerID, Attempt: next.Attempt + 1})
+	})
+	if err == errStale {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := t.snapshotState()
+	snap := st.Snapshot()
+	run, _ := st.Machine().Run(q.runID)
+	return &Claim{
+		Run:      run,
+		Messages: snap.Messages,
+		Lease:    LeaseInfo{Token: lease.Token, ExpiresAt: tether.At(lease.ExpiresAt), TTLms: e.opts.LeaseTTL.Milliseconds()},
+		Offset:   o.records[len(o.records)-1].Offset,
+	}, nil
+}
+
+var errStale = tether.Errorf(tether.CodeConflict, "stale queue entry")
+
+// AppendResult is what an append or a heartbeat returns to a worker.
+type AppendResult struct {
+	NextOffset      tether.Offset `json:"next_offset"`
+	LeaseExpiresAt  tether.Time   `json:"lease_expires_at"`
+	CancelRequested bool          `json:"cancel_requested"`
+}
+
+// Append appends a worker's events to its run under its lease, atomically:
+// all are appended or none. It also renews the lease. Errors: lease_lost if
+// the token is not the run's current lease or it expired; conflict if the
+// run is finished; bad_request or conflict for events the state machine
+// rejects. The run being finished is checked before the lease: a finished
+// run answers conflict, or lease_lost if it was aborted because its lease
+// expired.
+func (e *Engine) Append(ctx context.Context, runID, token string, evs []*tether.Event) (*AppendResult, error) {
+	for i, ev := range evs {
+		if err := runs.WorkerEvent(ev, runID); err != nil {
+			return nil, eventErr(i, ev, err)
+		}
+		ev.RunID = runID
+		if ev.Type == tether.EventMessageCreated && ev.Message != nil && ev.MessageID == "" {
+			ev.MessageID = ev.Message.ID
+		}
+	}
+	return e.leased(ctx, runID, token, evs)
+}
+
+// Heartbeat renews a run's lease.
+func (e *Engine) Heartbeat(ctx context.Context, runID, token string) (*AppendResult, error) {
+	return e.leased(ctx, runID, token, nil)
+}
+
+func (e *Engine) leased(ctx context.Context, runID, token string, evs []*tether.Event) (*AppendResult, error) {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	var res AppendResult
+	o, err := e.update(ctx, t, func(p *planner) error {
+		r, ok := p.run(runID)
+		if !ok {
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		}
+		if r.Status.Terminal() {
+			if r.Error != nil && r.Error.Code == ReasonWorkerLost {
+				return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s expired and the run was aborted", runID)
+			}
+			return tether.Errorf(tether.CodeConflict, "run %s is finished (%s)", runID, r.Status)
+		}
+		l := p.lease(runID)
+		if token == "" || l.Token != token {
+			return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s is not yours: it expired or another worker holds it", runID)
+		}
+		if !l.ExpiresAt.IsZero() && !p.now.Before(l.ExpiresAt) {
+			return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s expired", runID)
+		}
+		if err := p.emitAll(evs); err != nil {
+			return err
+		}
+		// Renew the lease; write it only when it moved enough to matter,
+		// so that a busy run does not rewrite its row on every append.
+		renewed := l
+		renewed.ExpiresAt = p.now.Add(e.opts.LeaseTTL)
+		if renewed.ExpiresAt.Sub(l.ExpiresAt) > e.opts.LeaseTTL/10 {
+			p.setLease(runID, renewed)
+			l = renewed
+		}
+		r, _ = p.run(runID)
+		res.LeaseExpiresAt = tether.At(l.ExpiresAt)
+		res.CancelRequested = !r.CancelRequestedAt.IsZero()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := len(o.records); n > 0 {
+		res.NextOffset = o.records[n-1].Offset
+	} else {
+		t.rmu.Lock()
+		res.NextOffset = t.state.Offset()
+		t.rmu.Unlock()
+	}
+	return &res, nil
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/hub"
+	"github.com/tetherhq/tether/store"
+)
+
+// Options configure an Engine. The zero value is ready to use.
+type Options struct {
+	// NodeID names this node. Runs that its in-process agents hold carry it
+	// in their lease, so that the node can abort them when it restarts.
+	// Defaults to "local".
+	NodeID string
+	// LeaseTTL is how long a run's lease lasts without an append or a
+	// heartbeat. Defaults to 30s.
+	LeaseTTL time.Duration
+	// SweepInterval is how often expired leases and cancel graces are
+	// checked. Defaults to 1s.
+	SweepInterval time.Duration
+	// CancelGrace is how long a worker has to confirm a cancel before the
+	// server ends the run cancelled. Defaults to 10s.
+	CancelGrace time.Duration
+	// MaxEventBytes limits the encoded size of one event. Defaults to 1 MiB.
+	MaxEventBytes int
+	// MaxThreads is how many thread states are kept in memory; idle ones
+	// beyond it are dropped and folded again from the log when needed.
+	// Defaults to 10,000.
+	MaxThreads int
+	// AcceptAgent reports whether runs may be created for an agent name
+	// (in-process agents, and names configured for remote workers). Names
+	// that a worker asked for in the last ten minutes are accepted too.
+	// Defaults to accepting every name.
+	AcceptAgent func(name string) bool
+	// Hub configures the fan-out.
+	Hub hub.Options
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.NodeID == "" {
+		o.NodeID = "local"
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = time.Second
+	}
+	if o.CancelGrace <= 0 {
+		o.CancelGrace = 10 * time.Second
+	}
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = 1 << 20
+	}
+	if o.MaxThreads <= 0 {
+		o.MaxThreads = 10000
+	}
+	if o.AcceptAgent == nil {
+		o.AcceptAgent = func(string) bool { return true }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Engine validates, commits and publishes the events of every thread, and
+// serves subscriptions. Create one with New.
+type Engine struct {
+	st   store.Store
+	hub  *hub.Hub
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	threads map[string]*thread
+	lru     *list.List        // of *thread, most recently used first
+	runs    map[string]string // run ID → thread ID, for runs seen by this process
+
+	queue *runQueue
+
+	agentsMu sync.Mutex
+	seen     map[string]time.Time // agent name → when a worker last asked for it
+
+	started  atomic.Bool
+	closing  chan struct{}
+	closed   atomic.Bool
+	bg       sync.WaitGroup
+	counters Counters
+}
+
+// New returns an engine over st. It takes over st's notify function.
+func New(st store.Store, opts Options) *Engine {
+	opts.setDefaults()
+	e := &Engine{
+		st:      st,
+		opts:    opts,
+		log:     opts.Logger,
+		threads: make(map[string]*thread),
+		lru:     list.New(),
+		runs:    make(map[string]string),
+		queue:   newRunQueue(),
+		seen:    make(map[string]time.Time),
+		closing: make(chan struct{}),
+	}
+	e.hub = hub.New(st.ReadEvents, opts.Hub)
+	st.SetNotify(e.onCommit)
+	return e
+}
+
+// Start finishes what a previous process left behind (in-process runs of
+// this node and runs whose lease expired are aborted; pending runs are
+// queued for their agents) and starts the sweeper. It returns once the
+// recovery is committed.
+func (e *Engine) Start(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("engine: already started")
+	}
+	if err := e.recover(ctx); err != nil {
+		return err
+	}
+	e.bg.Add(1)
+	go e.sweepLoop()
+	return nil
+}
+
+// Close stops the sweeper, ends every subscription and waits for batches in
+// flight. It does not close the store.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(e.closing)
+	e.queue.close()
+	e.bg.Wait()
+	e.hub.Close()
+	e.mu.Lock()
+	ts := make([]*thread, 0, len(e.threads))
+	for _, t := range e.threads {
+		ts = append(ts, t)
+	}
+	e.mu.Unlock()
+	for _, t := range ts {
+		t.waitIdle()
+	}
+	return nil
+}
+
+// Hub returns the engine's hub (for its statistics).
+func (e *Engine) Hub() *hub.Hub { return e.hub }
+
+// NodeID returns the node's ID.
+func (e *Engine) NodeID() string { return e.opts.NodeID }
+
+// LeaseTTL returns the lease duration.
+func (e *Engine) LeaseTTL() time.Duration { return e.opts.LeaseTTL }
+
+func (e *Engine) now() tether.Time { return tether.At(e.opts.Now()) }
+
+// seenWindow is how long a worker's claim keeps its agent names known.
+const seenWindow = 10 * time.Minute
+
+// KnownAgent reports whether runs may be created for an agent: it is
+// accepted by Options.AcceptAgent, or a worker asked for it recently.
+func (e *Engine) KnownAgent(name string) bool {
+	if name == "" {
+		return false
+	}
+	if e.opts.AcceptAgent(name) {
+		return true
+	}
+	e.agentsMu.Lock()
+	defer e.agentsMu.Unlock()
+	at, ok := e.seen[name]
+	return ok && e.opts.Now().Sub(at) < seenWindow
+}
+
+func (e *Engine) sawAgents(names []string) {
+	now := e.opts.Now()
+	e.agentsMu.Lock()
+	defer e.agentsMu.Unlock()
+	for _, n := range names {
+		e.seen[n] = now
+	}
+}
+
+// Counters are running totals, for metrics.
+type Counters struct {
+	Events        atomic.Int64 // events committed
+	Batches       atomic.Int64 // store batches committed
+	Appends       atomic.Int64 // plans committed
+	Rejected      atomic.Int64 // plans rejected by validation
+	CommitErrors  atomic.Int64 // batches the store failed
+	Subscriptions atomic.Int64 // subscriptions open now
+	Aborted       atomic.Int64 // runs aborted by the server
+}
+
+// Counters returns the engine's running totals.
+func (e *Engine) Counters() *Counters { return &e.counters }
+
+// CachedThreads returns how many thread states are in memory.
+func (e *Engine) CachedThreads() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.threads)
+}

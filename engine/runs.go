@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+)
+
+// RunRequest asks for a new run.
+type RunRequest struct {
+	Agent     string
+	Input     tether.RunInput
+	Metadata  json.RawMessage
+	Multitask tether.Multitask // defaults to reject
+	// IdempotencyKey, if set, makes the request safe to retry: a second
+	// request with the same key on the same thread returns the first run.
+	IdempotencyKey string
+}
+
+// RunCreated is the outcome of CreateRun.
+type RunCreated struct {
+	Run tether.Run
+	// Created is false when an earlier request with the same idempotency
+	// key created the run.
+	Created bool
+	// Before is the thread's last offset before the run's first event: a
+	// subscription from it sees the whole run.
+	Before tether.Offset
+}
+
+// CreateRun creates a run on a thread: its run.created event and one
+// message.created event per input message, in one atomic append.
+func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, error) {
+	if !e.KnownAgent(req.Agent) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", req.Agent)
+	}
+	switch req.Multitask {
+	case "":
+		req.Multitask = tether.MultitaskReject
+	case tether.MultitaskReject, tether.MultitaskEnqueue, tether.MultitaskInterrupt:
+	default:
+		return nil, tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
+	}
+	if req.IdempotencyKey != "" && len(req.IdempotencyKey) > 255 {
+		return nil, tether.Errorf(tether.CodeBadRequest, "Idempotency-Key is longer than 255 bytes")
+	}
+	for i, m := range req.Input.Messages {
+		if !m.Role.Valid() {
+			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
+		}
+		if m.ID != "" && !tether.ValidID(m.ID) {
+			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: id must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", i)
+		}
+	}
+	t, err := e.thread(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey != "" {
+		if rc, err := e.runByKey(ctx, t, req.IdempotencyKey); rc != nil || err != nil {
+			return rc, err
+		}
+	}
+	o, err := e.update(ctx, t, func(p *planner) error {
+		if req.IdempotencyKey != "" {
+			if id, ok := t.idem[req.IdempotencyKey]; ok {
+				r, _ := p.run(id)
+				p.result = &RunCreated{Run: r}
+				return nil
+			}
+		}
+		if active := p.tx.ActiveRunID(); active != "" {
+			switch req.Multitask {
+			case tether.MultitaskReject:
+				return tether.Errorf(tether.CodeRunActive, "thread %s has an active run %s", threadID, active)
+			case tether.MultitaskInterrupt:
+				if err := p.interrupt(); err != nil {
+					return err
+				}
+			}
+		}
+		run := tether.Run{
+			ID: tether.NewID("run_"), ThreadID: threadID, Agent: req.Agent, Input: req.Input,
+			Status: tether.RunPending, Metadata: compactObject(req.Metadata),
+			CreatedAt: p.now, LastUpdateAt: p.now,
+		}
+		if err := p.emit(&tether.Event{Type: tether.EventRunCreated, RunID: run.ID, Run: &run}); err != nil {
+			return err
+		}
+		for _, in := range req.Input.Messages {
+			id := in.ID
+			if id == "" {
+				id = tether.NewID("msg_")
+			}
+			msg := &tether.Message{ID: id, Role: in.Role, Parts: []tether.Part{{Type: tether.PartText, Text: in.Content}}, Metadata: in.Metadata}
+			if err := p.emit(&tether.Event{Type: tether.EventMessageCreated, RunID: run.ID, MessageID: id, Message: msg}); err != nil {
+				return err
+			}
+		}
+		p.extras = map[string]*runExtra{run.ID: {key: req.IdempotencyKey, multitask: req.Multitask}}
+		if req.IdempotencyKey != "" {
+			p.idem = map[string]string{req.IdempotencyKey: run.ID}
+		}
+		p.result = &RunCreated{Run: run, Created: true}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rc := o.result.(*RunCreated)
+	if rc.Created {
+		rc.Before = o.before
+		if r, ok := e.committedRun(t, rc.Run.ID); ok {
+			rc.Run = r
+		}
+	}
+	return rc, nil
+}
+
+// interrupt asks every unfinished run of the thread to stop: pending runs
+// end cancelled at once, the active one gets a cancel request.
+func (p *planner) interrupt() error {
+	for _, r := range p.tx.Unfinished() {
+		switch {
+		case r.Status == tether.RunPending:
+			if err := p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: r.ID, Status: string(tether.RunCancelled)}); err != nil {
+				return err
+			}
+		case r.Status.Active() && r.CancelRequestedAt.IsZero():
+			if err := p.emit(&tether.Event{Type: tether.EventRunCancelRequested, RunID: r.ID}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runByKey finds a run created earlier with an idempotency key.
+func (e *Engine) runByKey(ctx context.Context, t *thread, key string) (*RunCreated, error) {
+	t.wmu.Lock()
+	id, ok := t.idem[key]
+	t.wmu.Unlock()
+	if !ok {
+		rr, err := e.st.RunByKey(ctx, t.id, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, e.storeErr(err, "run")
+		}
+		id = rr.Run.ID
+	}
+	if r, ok := e.committedRun(t, id); ok {
+		return &RunCreated{Run: r}, nil
+	}
+	return nil, nil // still in flight: the plan finds it in t.idem
+}
+
+func (e *Engine) committedRun(t *thread, id string) (tether.Run, bool) {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	return t.state.Machine().Run(id)
+}
+
+// Run returns a run and its messages.
+func (e *Engine) Run(ctx context.Context, runID string) (*tether.Snapshot, error) {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	snap, ok := t.snapshotState().RunSnapshot(runID)
+	if !ok {
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+	}
+	return snap, nil
+}
+
+// CancelRun asks a run to stop. A pending run ends cancelled at once; a
+// running or waiting one gets run.cancel_requested and ends cancelled when
+// its worker confirms or the cancel grace runs out. Cancelling a finished
+// run changes nothing.
+func (e *Engine) CancelRun(ctx context.Context, runID string) (tether.Run, error) {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return tether.Run{}, err
+	}
+	_, err = e.update(ctx, t, func(p *planner) error {
+		r, ok := p.run(runID)
+		switch {
+		case !ok:
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		case r.Status == tether.RunPending:
+			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunCancelled)})
+		case r.Status.Active() && r.CancelRequestedAt.IsZero():
+			return p.emit(&tether.Event{Type: tether.EventRunCancelRequested, RunID: runID})
+		}
+		return nil
+	})
+	if err != nil {
+		return tether.Run{}, err
+	}
+	r, _ := e.committedRun(t, runID)
+	return r, nil
+}
+
+// SubmitInput answers the open request of a waiting run: it appends
+// run.input and the run goes on.
+func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value json.RawMessage) (tether.Run, error) {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return tether.Run{}, err
+	}
+	if len(value) == 0 {
+		value = json.RawMessage("null")
+	}
+	_, err = e.update(ctx, t, func(p *planner) error {
+		r, ok := p.run(runID)
+		if !ok {
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		}
+		if r.Status != tether.RunWaiting || r.Request == nil || r.Request.ID != requestID {
+			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, requestID)
+		}
+		return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
+	})
+	if err != nil {
+		return tether.Run{}, err
+	}
+	r, _ := e.committedRun(t, runID)
+	return r, nil
+}

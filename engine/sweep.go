@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+)
+
+// Reasons the server gives when it ends a run (the code of the run's error).
+const (
+	ReasonServerRestart  = "server_restart"
+	ReasonServerShutdown = "server_shutdown"
+	ReasonWorkerLost     = "worker_lost"
+)
+
+var reasonMessages = map[string]string{
+	ReasonServerRestart:  "The run stopped because the server restarted.",
+	ReasonServerShutdown: "The run stopped because the server shut down.",
+	ReasonWorkerLost:     "The run stopped because its worker was lost.",
+}
+
+// recover finishes what a previous process of this node left behind.
+func (e *Engine) recover(ctx context.Context) error {
+	rows, err := e.st.ActiveRuns(ctx)
+	if err != nil {
+		return e.storeErr(err, "runs")
+	}
+	now := e.opts.Now()
+	for _, rr := range rows {
+		switch {
+		case rr.Run.Status.Active() && rr.Lease.Node == e.opts.NodeID:
+			err = e.abort(ctx, rr.Run.ID, ReasonServerRestart, nil)
+		case rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt):
+			err = e.abort(ctx, rr.Run.ID, ReasonWorkerLost, nil)
+		case rr.Run.Status == tether.RunPending:
+			err = e.requeue(ctx, rr.Run.ThreadID)
+		}
+		if err != nil && tether.CodeOf(err) != tether.CodeNotFound {
+			return err
+		}
+	}
+	return nil
+}
+
+// requeue queues the next pending run of a thread if it is ready.
+func (e *Engine) requeue(ctx context.Context, threadID string) error {
+	t, err := e.thread(ctx, threadID)
+	if err != nil {
+		return err
+	}
+	t.rmu.Lock()
+	r, ok := t.state.Machine().NextPending()
+	t.rmu.Unlock()
+	if ok {
+		e.queue.push(r.Agent, r.ID, r.ThreadID)
+	}
+	return nil
+}
+
+// abort ends a run aborted with a reason, in one append that also aborts
+// its running messages. check, if set, must still hold under the thread's
+// lock (the sweeper uses it to re-check that the lease is still expired).
+func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *planner) bool) error {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	info, _ := jsonMarshal(tether.ErrorInfo{Code: reason, Message: reasonMessages[reason]})
+	_, err = e.update(ctx, t, func(p *planner) error {
+		r, ok := p.run(runID)
+		if !ok || r.Status.Terminal() || (check != nil && !check(p)) {
+			return nil
+		}
+		e.counters.Aborted.Add(1)
+		e.log.Info("run aborted", "run", runID, "thread", t.id, "reason", reason)
+		return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunAborted), Error: info})
+	})
+	return err
+}
+
+// AbortLocal aborts every active run this node's in-process agents hold
+// (at shutdown, after their grace).
+func (e *Engine) AbortLocal(ctx context.Context, reason string) error {
+	rows, err := e.st.ActiveRuns(ctx)
+	if err != nil {
+		return e.storeErr(err, "runs")
+	}
+	for _, rr := range rows {
+		if rr.Run.Status.Active() && rr.Lease.Node == e.opts.NodeID {
+			if err := e.abort(ctx, rr.Run.ID, reason, nil); err != nil && tether.CodeOf(err) != tether.CodeNotFound {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) sweepLoop() {
+	defer e.bg.Done()
+	tick := time.NewTicker(e.opts.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.closing:
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := e.sweep(ctx); err != nil && tether.CodeOf(err) != tether.CodeUnavailable {
+				e.log.Error("sweep", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// sweep ends runs whose lease expired (aborted, worker_lost) and runs whose
+// cancel grace ran out (cancelled). Each decision is checked again under
+// the thread's lock, so a heartbeat that lands first wins.
+func (e *Engine) sweep(ctx context.Context) error {
+	rows, err := e.st.ActiveRuns(ctx)
+	if err != nil {
+		return e.storeErr(err, "runs")
+	}
+	for _, rr := range rows {
+		if err := e.sweepRun(ctx, rr); err != nil && tether.CodeOf(err) != tether.CodeNotFound {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) sweepRun(ctx context.Context, rr *store.RunRecord) error {
+	now := e.opts.Now()
+	id := rr.Run.ID
+	if rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt) {
+		return e.abort(ctx, id, ReasonWorkerLost, func(p *planner) bool {
+			l := p.lease(id)
+			return !l.ExpiresAt.IsZero() && !p.now.Before(l.ExpiresAt)
+		})
+	}
+	if !rr.Run.CancelRequestedAt.IsZero() && now.Sub(rr.Run.CancelRequestedAt.Time) >= e.opts.CancelGrace {
+		t, err := e.threadOfRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = e.update(ctx, t, func(p *planner) error {
+			r, ok := p.run(id)
+			if !ok || r.Status.Terminal() || r.CancelRequestedAt.IsZero() || p.now.Sub(r.CancelRequestedAt.Time) < e.opts.CancelGrace {
+				return nil
+			}
+			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: id, Status: string(tether.RunCancelled)})
+		})
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+)
+
+// CreateThread creates a thread. If a thread with the ID exists with the
+// same metadata it is returned with created false; with other metadata the
+// error is a conflict. An empty id gets a new ID.
+func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawMessage) (tether.Thread, bool, error) {
+	if e.closed.Load() {
+		return tether.Thread{}, false, errClosed
+	}
+	if id == "" {
+		id = tether.NewID("thr_")
+	}
+	if !tether.ValidID(id) {
+		return tether.Thread{}, false, tether.Errorf(tether.CodeBadRequest, "thread id must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
+	}
+	metadata = compactObject(metadata)
+	now := e.now()
+	row := tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: metadata, CreatedAt: now, UpdatedAt: now, LastOffset: tether.OffsetStart}
+	_, err := e.st.Commit(ctx, &store.Batch{ThreadID: id, Create: true, Thread: &row})
+	if err == nil {
+		return row, true, nil
+	}
+	if !errors.Is(err, store.ErrExists) {
+		return tether.Thread{}, false, e.storeErr(err, "thread %s", id)
+	}
+	rec, err := e.st.Thread(ctx, id)
+	if err != nil {
+		return tether.Thread{}, false, e.storeErr(err, "thread %s", id)
+	}
+	if !sameJSON(rec.Thread.Metadata, metadata) {
+		return tether.Thread{}, false, tether.Errorf(tether.CodeConflict, "thread %s already exists with other metadata", id)
+	}
+	return rec.Thread, false, nil
+}
+
+// Thread returns the state of a thread as of its last committed event.
+func (e *Engine) Thread(ctx context.Context, id string) (*tether.Snapshot, error) {
+	t, err := e.thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return t.snapshotState().Snapshot(), nil
+}
+
+// Threads lists threads, most recently updated first.
+func (e *Engine) Threads(ctx context.Context, q store.ThreadQuery) (*store.ThreadPage, error) {
+	page, err := e.st.Threads(ctx, q)
+	if err != nil {
+		return nil, e.storeErr(err, "threads")
+	}
+	return page, nil
+}
+
+// DeleteThread removes a thread, its log and its runs. Its subscriptions
+// end; runs on it can no longer append.
+func (e *Engine) DeleteThread(ctx context.Context, id string) error {
+	t, err := e.thread(ctx, id)
+	if err != nil {
+		return err
+	}
+	t.wmu.Lock()
+	t.deleted = true
+	for t.flushing {
+		t.idle.Wait()
+	}
+	t.wmu.Unlock()
+	e.forget(t)
+	err = e.st.DeleteThread(ctx, id)
+	e.hub.CloseThread(id)
+	e.mu.Lock()
+	for _, r := range t.spec.Runs() {
+		delete(e.runs, r.ID)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return e.storeErr(err, "thread %s", id)
+	}
+	return nil
+}
+
+// FinalAnswer returns the text of the last assistant message of a run of a
+// thread (the latest run if runID is empty).
+func (e *Engine) FinalAnswer(ctx context.Context, threadID, runID string) (*tether.FinalAnswer, error) {
+	t, err := e.thread(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	fa, ok := t.snapshotState().FinalAnswer(runID)
+	if !ok {
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", runID, threadID)
+	}
+	return fa, nil
+}
+
+// compactObject returns metadata compacted, or {} when empty.
+func compactObject(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 || string(m) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m); err != nil {
+		return m
+	}
+	return buf.Bytes()
+}
+
+// sameJSON reports whether two JSON documents are equal as values.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}

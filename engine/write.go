@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
+	"github.com/tetherhq/tether/store"
+)
+
+// A planner is what a plan sees: the speculative state of one thread inside
+// a transaction, and the means to emit events and change run rows. A plan
+// runs under the thread's write lock and must not block or do I/O.
+type planner struct {
+	e      *Engine
+	t      *thread
+	tx     *runs.Tx
+	now    tether.Time
+	events []*tether.Event
+	leases map[string]store.Lease // run ID → new lease
+	extras map[string]*runExtra   // runs created by this plan
+	idem   map[string]string
+	result any // what the plan hands back to its caller
+}
+
+// run returns a run as the transaction sees it.
+func (p *planner) run(id string) (tether.Run, bool) { return p.tx.Run(id) }
+
+// emit validates ev against the state (including earlier events of this
+// plan) and adds it. The server sets ts.
+func (p *planner) emit(ev *tether.Event) error {
+	ev.TS = p.now
+	if err := p.tx.Apply(ev); err != nil {
+		return eventErr(len(p.events), ev, err)
+	}
+	p.events = append(p.events, ev)
+	return nil
+}
+
+// emitAll emits events sent by a client, naming the failing one by its
+// index in the request.
+func (p *planner) emitAll(evs []*tether.Event) error {
+	for i, ev := range evs {
+		ev.TS = p.now
+		if err := p.tx.Apply(ev); err != nil {
+			return eventErr(i, ev, err)
+		}
+		p.events = append(p.events, ev)
+	}
+	return nil
+}
+
+func eventErr(i int, ev *tether.Event, err error) error {
+	var te *tether.Error
+	if errors.As(err, &te) {
+		return tether.Errorf(te.Code, "event %d (%s): %s", i, ev.Type, te.Message)
+	}
+	return err
+}
+
+// setLease gives a run a new lease.
+func (p *planner) setLease(runID string, l store.Lease) {
+	if p.leases == nil {
+		p.leases = make(map[string]store.Lease)
+	}
+	p.leases[runID] = l
+}
+
+// lease returns the current lease of a run.
+func (p *planner) lease(runID string) store.Lease {
+	if l, ok := p.leases[runID]; ok {
+		return l
+	}
+	if x := p.t.extras[runID]; x != nil {
+		return x.lease
+	}
+	return store.Lease{}
+}
+
+// pending is a validated plan waiting for its commit.
+type pending struct {
+	events  []*tether.Event
+	encoded [][]byte
+	runs    []*store.RunRecord
+	done    chan outcome
+}
+
+// outcome is what a committed plan returns to its caller.
+type outcome struct {
+	records []*tether.Record
+	before  tether.Offset
+	result  any
+	err     error
+}
+
+// update runs plan against the thread's speculative state and, if it emits
+// events or changes rows, commits them. It returns once they are committed
+// and published, with the records and whatever the plan set as its result.
+func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) error) (*outcome, error) {
+	if e.closed.Load() {
+		return nil, errClosed
+	}
+	t.wmu.Lock()
+	if t.deleted || t.broken {
+		t.wmu.Unlock()
+		if t.deleted {
+			return nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", t.id)
+		}
+		return nil, tether.Errorf(tether.CodeUnavailable, "thread %s is being reloaded; retry", t.id)
+	}
+	p := &planner{e: e, t: t, tx: t.spec.Begin(), now: e.now()}
+	if err := plan(p); err != nil {
+		t.wmu.Unlock()
+		e.counters.Rejected.Add(1)
+		return nil, err
+	}
+	pd, err := e.prepare(p)
+	if err != nil {
+		t.wmu.Unlock()
+		e.counters.Rejected.Add(1)
+		return nil, err
+	}
+	if pd == nil { // nothing to write
+		t.wmu.Unlock()
+		return &outcome{result: p.result, before: tether.OffsetStart}, nil
+	}
+	t.queue = append(t.queue, pd)
+	if !t.flushing {
+		t.flushing = true
+		go e.flush(t)
+	}
+	t.wmu.Unlock()
+
+	select {
+	case o := <-pd.done:
+		if o.err != nil {
+			return nil, o.err
+		}
+		o.result = p.result
+		return &o, nil
+	case <-ctx.Done():
+		// The batch is queued and will be committed; the caller gave up
+		// waiting, which is the usual ambiguity of a write that times out.
+		return nil, ctx.Err()
+	}
+}
+
+// prepare encodes a plan's events, computes the rows it changes and commits
+// its transaction to the speculative machine. It returns nil if there is
+// nothing to write.
+func (e *Engine) prepare(p *planner) (*pending, error) {
+	t := p.t
+	pd := &pending{events: p.events, done: make(chan outcome, 1)}
+	pd.encoded = make([][]byte, len(p.events))
+	for i, ev := range p.events {
+		b, err := ev.Encode()
+		if err != nil {
+			return nil, tether.Wrap(err, tether.CodeBadRequest, fmt.Sprintf("event %d (%s) cannot be encoded", i, ev.Type))
+		}
+		if len(b) > e.opts.MaxEventBytes {
+			return nil, tether.Errorf(tether.CodeTooLarge, "event %d (%s) is %d bytes; the limit is %d", i, ev.Type, len(b), e.opts.MaxEventBytes)
+		}
+		pd.encoded[i] = b
+	}
+
+	// Rows: every run whose status or lease changed.
+	seen := make(map[string]bool)
+	var ids []string
+	for _, r := range p.tx.Changed() {
+		if !seen[r.ID] {
+			seen[r.ID] = true
+			ids = append(ids, r.ID)
+		}
+	}
+	for id := range p.leases {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range ids {
+		run, ok := p.tx.Run(id)
+		if !ok {
+			continue
+		}
+		x := t.extras[id]
+		if x == nil {
+			x = p.extras[id]
+		}
+		if x == nil {
+			x = &runExtra{}
+		}
+		rec := store.RunRecord{Run: run, IdempotencyKey: x.key, Multitask: x.multitask, Lease: p.lease(id)}
+		if rowEqual(&rec, &x.saved) {
+			continue
+		}
+		pd.runs = append(pd.runs, &rec)
+	}
+	if len(pd.events) == 0 && len(pd.runs) == 0 {
+		return nil, nil
+	}
+
+	// The plan is accepted: make it part of the speculative state.
+	p.tx.Commit()
+	t.version += int64(len(p.events))
+	for id, x := range p.extras {
+		t.extras[id] = x
+	}
+	for k, id := range p.idem {
+		t.idem[k] = id
+	}
+	for _, rec := range pd.runs {
+		x := t.extras[rec.Run.ID]
+		if x == nil {
+			x = &runExtra{}
+			t.extras[rec.Run.ID] = x
+		}
+		x.lease = rec.Lease
+		x.saved = *rec
+		if rec.Run.Status.Terminal() {
+			// A finished run never changes again; keep only what
+			// idempotent retries of its creation need.
+			delete(t.extras, rec.Run.ID)
+		}
+	}
+	e.mu.Lock()
+	for id := range p.extras {
+		e.runs[id] = t.id
+	}
+	e.mu.Unlock()
+	e.counters.Appends.Add(1)
+	return pd, nil
+}
+
+// rowEqual reports whether two run rows are the same but for the run's
+// LastUpdateAt, which readers take from the log, not the row.
+func rowEqual(a, b *store.RunRecord) bool {
+	if a.IdempotencyKey != b.IdempotencyKey || a.Multitask != b.Multitask || a.Lease != b.Lease {
+		return false
+	}
+	x, y := a.Run, b.Run
+	if x.ID != y.ID || x.Status != y.Status || x.Attempt != y.Attempt || x.WorkerID != y.WorkerID ||
+		!x.StartedAt.Equal(y.StartedAt.Time) || !x.CompletedAt.Equal(y.CompletedAt.Time) ||
+		!x.CancelRequestedAt.Equal(y.CancelRequestedAt.Time) || (x.Request == nil) != (y.Request == nil) ||
+		(x.Error == nil) != (y.Error == nil) {
+		return false
+	}
+	if x.Request != nil && x.Request.ID != y.Request.ID {
+		return false
+	}
+	return true
+}
+
+// flush commits a thread's queued plans, one batch at a time, until the
+// queue is empty. Plans that arrive while a batch is in flight are combined
+// into the next batch.
+func (e *Engine) flush(t *thread) {
+	for {
+		t.wmu.Lock()
+		batch := t.queue
+		t.queue = nil
+		if len(batch) == 0 {
+			t.flushing = false
+			t.idle.Broadcast()
+			t.wmu.Unlock()
+			return
+		}
+		b := &store.Batch{ThreadID: t.id, Version: t.committed}
+		byID := make(map[string]int)
+		for _, pd := range batch {
+			b.Events = append(b.Events, pd.events...)
+			b.Encoded = append(b.Encoded, pd.encoded...)
+			for _, r := range pd.runs {
+				if i, ok := byID[r.Run.ID]; ok {
+					b.Runs[i] = r
+				} else {
+					byID[r.Run.ID] = len(b.Runs)
+					b.Runs = append(b.Runs, r)
+				}
+			}
+		}
+		if len(b.Events) > 0 {
+			row := t.row
+			row.Status = t.spec.ThreadStatus()
+			row.ActiveRunID = t.spec.ActiveRunID()
+			row.UpdatedAt = b.Events[len(b.Events)-1].TS
+			b.Thread = &row
+		}
+		t.wmu.Unlock()
+
+		res, err := e.st.Commit(context.Background(), b)
+		if err != nil {
+			e.failQueue(t, batch, err)
+			return
+		}
+		e.counters.Batches.Add(1)
+		e.counters.Events.Add(int64(len(b.Events)))
+		t.wmu.Lock()
+		t.committed = res.Version
+		t.wmu.Unlock()
+		i := 0
+		before := res.Before
+		for _, pd := range batch {
+			n := len(pd.events)
+			recs := res.Records[i : i+n : i+n]
+			pd.done <- outcome{records: recs, before: before}
+			if n > 0 {
+				before = recs[n-1].Offset
+			}
+			i += n
+		}
+	}
+}
+
+// failQueue fails a batch the store refused and everything queued after
+// it: they were validated on top of it. The thread's state is dropped and
+// loaded again from the store on next use.
+func (e *Engine) failQueue(t *thread, batch []*pending, err error) {
+	e.counters.CommitErrors.Add(1)
+	e.log.Error("commit failed", "thread", t.id, "err", err)
+	t.wmu.Lock()
+	t.broken = true
+	rest := t.queue
+	t.queue = nil
+	t.flushing = false
+	t.idle.Broadcast()
+	t.wmu.Unlock()
+	e.forget(t)
+	cerr := e.storeErr(err, "thread %s", t.id)
+	if tether.CodeOf(cerr) == tether.CodeInternal {
+		cerr = tether.Wrap(err, tether.CodeUnavailable, "the events could not be stored; retry")
+	}
+	for _, pd := range append(batch, rest...) {
+		pd.done <- outcome{err: cerr}
+	}
+}
+
+// onCommit receives every committed batch from the store, in commit order:
+// it folds the events into the thread's committed state, publishes them,
+// and queues runs that became ready to start.
+func (e *Engine) onCommit(c *store.Committed) {
+	t := e.cached(c.ThreadID)
+	var next []tether.Run
+	if t != nil {
+		t.rmu.Lock()
+		for _, ev := range c.Events {
+			if !ev.Offset.After(t.state.Offset()) {
+				continue
+			}
+			if err := t.state.Apply(ev); err != nil {
+				e.log.Error("committed event does not fold", "thread", c.ThreadID, "offset", ev.Offset, "err", err)
+			}
+		}
+		for _, ev := range c.Events {
+			if ev.Type == tether.EventRunCreated || ev.Type == tether.EventRunFinished {
+				if r, ok := t.state.Machine().NextPending(); ok {
+					next = append(next, r)
+				}
+				break
+			}
+		}
+		t.rmu.Unlock()
+	}
+	e.hub.Publish(c.ThreadID, c.Before, c.Records)
+	for _, r := range next {
+		e.queue.push(r.Agent, r.ID, r.ThreadID)
+	}
+}

@@ -1,0 +1,63 @@
+package runs
+
+import (
+	"strconv"
+	"strings"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// The package has no sentinels of its own: every rejection is a
+// *tether.Error with code bad_request (the event is malformed or names
+// something that does not exist) or conflict (the event is well formed but
+// impossible in the current state), so that the API maps them without
+// knowing this package.
+
+func badRequest(format string, args ...any) error {
+	return tether.Errorf(tether.CodeBadRequest, format, args...)
+}
+
+func conflict(format string, args ...any) error {
+	return tether.Errorf(tether.CodeConflict, format, args...)
+}
+
+// q prints an id for an error message. Ids that passed tether.ValidID are
+// printed as they are; anything else came from the client unchecked, so it
+// is quoted and cut short to keep messages small and printable.
+func q(id string) string {
+	if tether.ValidID(id) {
+		return id
+	}
+	const max = 40
+	if len(id) > max {
+		return strconv.Quote(id[:max]) + "…"
+	}
+	return strconv.Quote(id)
+}
+
+func notAllowed(field, typ string) error {
+	return badRequest("field %q is not allowed in %s", field, typ)
+}
+
+func required(field, typ string) error {
+	return badRequest("field %q is required in %s", field, typ)
+}
+
+func invalidID(field, id string) error {
+	return badRequest("%s %s is not a valid id (1 to 128 characters of A-Z a-z 0-9 . _ ~ -)", field, q(id))
+}
+
+func errRunFinished(id string) error {
+	return conflict("run %s is finished", id)
+}
+
+func oneOf(field, typ, got string, want ...string) error {
+	return badRequest("field %q of %s must be one of %s, got %s", field, typ, strings.Join(want, "|"), strconv.Quote(truncate(got, 40)))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,236 @@
+package runs
+
+import (
+	"slices"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// Machine is the validation state of one thread: its runs and their
+// statuses, and for every message its run, role, status, times and tool
+// calls. It holds no content (text, metadata), so it stays small enough to
+// clone for speculation.
+//
+// A Machine is not safe for concurrent use.
+type Machine struct {
+	threadID string
+	runs     map[string]*runState
+	order    []string // run ids in creation order
+	msgs     map[string]*msgState
+	th       threadState
+	// version counts changes, so that a Tx begun before another change
+	// (which its overlay does not see) cannot be committed over it.
+	version uint64
+}
+
+// runState is a run and the ids of its non-terminal messages. A runState
+// reachable from a Machine is never modified in place by a Tx: it is
+// copied into the overlay first. running is never modified in place either
+// (it is replaced), so copies may share it.
+type runState struct {
+	run     tether.Run
+	running []string
+}
+
+// msgState is what the state machine knows of a message. tools is replaced,
+// never modified in place, so copies may share it.
+type msgState struct {
+	runID   string
+	role    tether.Role
+	status  tether.MessageStatus
+	started tether.Time
+	updated tether.Time
+	tools   []toolState
+}
+
+type toolState struct {
+	callID string
+	status string
+}
+
+func (ms *msgState) tool(callID string) int {
+	// The call being streamed is almost always the latest one.
+	for i := len(ms.tools) - 1; i >= 0; i-- {
+		if ms.tools[i].callID == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+// threadState is what the thread status is derived from, kept up to date so
+// that deriving it costs O(1) whatever the number of runs.
+type threadState struct {
+	active  string   // the running or waiting run; at most one exists
+	waiting bool     // active is waiting
+	pending []string // pending runs, creation order; replaced, never modified in place
+	last    tether.RunStatus
+}
+
+func (t *threadState) status() tether.ThreadStatus {
+	switch {
+	case t.active != "" && t.waiting:
+		return tether.ThreadWaiting
+	case t.active != "" || len(t.pending) > 0:
+		return tether.ThreadBusy
+	case t.last == tether.RunError || t.last == tether.RunAborted:
+		return tether.ThreadError
+	}
+	return tether.ThreadIdle
+}
+
+func (t *threadState) activeRunID() string {
+	if t.active != "" {
+		return t.active
+	}
+	if len(t.pending) > 0 {
+		return t.pending[0]
+	}
+	return ""
+}
+
+// MessageInfo is what a Machine knows of a message besides its content.
+type MessageInfo struct {
+	ID     string
+	RunID  string
+	Role   tether.Role
+	Status tether.MessageStatus
+}
+
+// NewMachine returns the machine of an empty thread.
+func NewMachine(threadID string) *Machine {
+	return &Machine{
+		threadID: threadID,
+		runs:     make(map[string]*runState),
+		msgs:     make(map[string]*msgState),
+	}
+}
+
+// Clone returns a deep copy of m. Its cost grows with the number of runs and
+// messages, so speculate with a Tx where a batch is enough.
+func (m *Machine) Clone() *Machine {
+	c := &Machine{
+		threadID: m.threadID,
+		runs:     make(map[string]*runState, len(m.runs)),
+		order:    slices.Clone(m.order),
+		msgs:     make(map[string]*msgState, len(m.msgs)),
+		th:       m.th,
+	}
+	rs := make([]runState, 0, len(m.runs))
+	for id, r := range m.runs {
+		rs = append(rs, *r)
+		c.runs[id] = &rs[len(rs)-1]
+	}
+	// One allocation for every message instead of one each: threads can
+	// hold 100k messages.
+	ms := make([]msgState, 0, len(m.msgs))
+	for id, s := range m.msgs {
+		ms = append(ms, *s)
+		c.msgs[id] = &ms[len(ms)-1]
+	}
+	return c
+}
+
+// Begin starts a batch. Events applied to the Tx are seen by its reads but
+// not by m until Commit. A Machine has at most one open Tx that will be
+// committed: committing one makes the others unusable.
+func (m *Machine) Begin() *Tx {
+	tx := &Tx{m: m, version: m.version, own: m.th}
+	tx.th = &tx.own
+	return tx
+}
+
+// Run returns a copy of the run with the given id.
+func (m *Machine) Run(id string) (tether.Run, bool) {
+	r, ok := m.runs[id]
+	if !ok {
+		return tether.Run{}, false
+	}
+	return copyRun(&r.run), true
+}
+
+// Runs returns copies of all runs, in creation order.
+func (m *Machine) Runs() []tether.Run {
+	out := make([]tether.Run, len(m.order))
+	for i, id := range m.order {
+		out[i] = copyRun(&m.runs[id].run)
+	}
+	return out
+}
+
+// ActiveRun returns the running or waiting run, if there is one.
+func (m *Machine) ActiveRun() (tether.Run, bool) {
+	if m.th.active == "" {
+		return tether.Run{}, false
+	}
+	return m.Run(m.th.active)
+}
+
+// NextPending returns the oldest pending run, the next to start, if there
+// is one and no run is active.
+func (m *Machine) NextPending() (tether.Run, bool) {
+	if m.th.active != "" || len(m.th.pending) == 0 {
+		return tether.Run{}, false
+	}
+	return m.Run(m.th.pending[0])
+}
+
+// ThreadStatus returns the thread status derived from the runs: busy while a
+// run is running or pending, waiting while the active run waits, else error
+// if the last run to finish ended error or aborted, else idle.
+func (m *Machine) ThreadStatus() tether.ThreadStatus { return m.th.status() }
+
+// ActiveRunID returns the running or waiting run, else the oldest pending
+// run, else "".
+func (m *Machine) ActiveRunID() string { return m.th.activeRunID() }
+
+// LatestRunID returns the last run created, or "" if there is none.
+func (m *Machine) LatestRunID() string {
+	if len(m.order) == 0 {
+		return ""
+	}
+	return m.order[len(m.order)-1]
+}
+
+// Message returns what the machine knows of a message.
+func (m *Machine) Message(id string) (MessageInfo, bool) {
+	s, ok := m.msgs[id]
+	if !ok {
+		return MessageInfo{}, false
+	}
+	return s.info(id), true
+}
+
+// RunningMessages returns the ids of the run's messages that are not
+// terminal, in the order they started.
+func (m *Machine) RunningMessages(runID string) []string {
+	r, ok := m.runs[runID]
+	if !ok {
+		return nil
+	}
+	return slices.Clone(r.running)
+}
+
+func (s *msgState) info(id string) MessageInfo {
+	return MessageInfo{ID: id, RunID: s.runID, Role: s.role, Status: s.status}
+}
+
+// copyRun returns a copy of r that shares no memory a caller could write
+// through into the machine, except the bytes of its JSON fields, which are
+// read-only by convention like every json.RawMessage of an event.
+func copyRun(r *tether.Run) tether.Run {
+	c := *r
+	if r.Error != nil {
+		e := *r.Error
+		c.Error = &e
+	}
+	if r.Request != nil {
+		q := *r.Request
+		c.Request = &q
+	}
+	if r.Input.Messages != nil {
+		c.Input.Messages = slices.Clone(r.Input.Messages)
+	}
+	c.Metadata = slices.Clip(r.Metadata)
+	return c
+}

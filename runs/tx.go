@@ -1,0 +1,492 @@
+package runs
+
+import (
+	"slices"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// Tx is a batch of events applied on top of a Machine. The machine is not
+// changed until Commit; reads through the Tx see the batch. The Tx keeps
+// copies of only the runs and messages its events touch, so its cost is
+// that of the batch, not of the thread. Dropping a Tx without Commit
+// discards it.
+type Tx struct {
+	m       *Machine
+	version uint64
+	// direct makes the Tx write to the machine itself: the State folds
+	// committed events this way, without an overlay to allocate.
+	direct bool
+	done   bool
+
+	runs    map[string]*runState
+	msgs    map[string]*msgState
+	touched []string // runs created or changed, first touch first
+	created []string // runs created, in order
+	th      *threadState
+	own     threadState
+}
+
+// Apply checks e against the state including the earlier events of the Tx
+// and, if it is valid, applies it. The error is a *tether.Error with code
+// bad_request or conflict; on error nothing of e is applied, and the earlier
+// events of the Tx stay applied. Apply panics if the Tx was committed or if
+// its machine changed since Begin.
+func (tx *Tx) Apply(e *tether.Event) error {
+	if !tx.direct {
+		tx.check()
+	}
+	if err := tx.m.checkShape(e); err != nil {
+		return err
+	}
+	if e.Type == tether.EventRunCreated {
+		return tx.runCreated(e)
+	}
+	r := tx.run(e.RunID)
+	if r == nil {
+		return badRequest("run %s not found", q(e.RunID))
+	}
+	if r.run.Status.Terminal() {
+		return errRunFinished(e.RunID)
+	}
+	var err error
+	switch e.Type {
+	case tether.EventMessageCreated:
+		err = tx.messageCreated(e)
+	case tether.EventRunStarted:
+		err = tx.runStarted(e, r)
+	case tether.EventMessageStarted:
+		err = tx.messageStarted(e, r)
+	case tether.EventTextDelta, tether.EventReasoningDelta:
+		var ms *msgState
+		if ms, err = tx.runningMessage(e); err == nil {
+			tx.ownMsg(e.MessageID, ms).updated = e.TS
+		}
+	case tether.EventToolStarted:
+		err = tx.toolStarted(e)
+	case tether.EventToolDelta, tether.EventToolFinished:
+		err = tx.toolEvent(e)
+	case tether.EventMessageUpdated:
+		var ms *msgState
+		if ms, err = tx.message(e); err == nil {
+			tx.ownMsg(e.MessageID, ms).updated = e.TS
+		}
+	case tether.EventMessageFinished:
+		err = tx.messageFinished(e)
+	case tether.EventRunWaiting:
+		err = tx.runWaiting(e, r)
+	case tether.EventRunInput:
+		err = tx.runInput(e, r)
+	case tether.EventRunCancelRequested:
+		if r.run.CancelRequestedAt.IsZero() {
+			tx.ownRun(e.RunID, r).run.CancelRequestedAt = e.TS
+		}
+	case tether.EventRunFinished:
+		tx.runFinished(e, r)
+	}
+	if err != nil {
+		return err
+	}
+	tx.ownRun(e.RunID, r).run.LastUpdateAt = e.TS
+	if tx.direct {
+		tx.m.version++
+	}
+	return nil
+}
+
+// Commit merges the Tx into its machine. Calling it again does nothing.
+// It panics if the machine changed since Begin (another Tx was committed).
+func (tx *Tx) Commit() {
+	if tx.done || tx.direct {
+		return
+	}
+	tx.check()
+	m := tx.m
+	for id, r := range tx.runs {
+		m.runs[id] = r
+	}
+	m.order = append(m.order, tx.created...)
+	for id, s := range tx.msgs {
+		m.msgs[id] = s
+	}
+	m.th = tx.own
+	m.version++
+	tx.done = true
+}
+
+func (tx *Tx) check() {
+	if tx.done {
+		panic("runs: Tx used after Commit")
+	}
+	if tx.version != tx.m.version {
+		panic("runs: Tx used after its Machine changed")
+	}
+}
+
+// Changed returns the runs the Tx created or changed, with their current
+// values, in the order the Tx first touched them.
+func (tx *Tx) Changed() []tether.Run {
+	out := make([]tether.Run, len(tx.touched))
+	for i, id := range tx.touched {
+		out[i] = copyRun(&tx.runs[id].run)
+	}
+	return out
+}
+
+// Run returns a copy of a run as the Tx sees it.
+func (tx *Tx) Run(id string) (tether.Run, bool) {
+	r := tx.run(id)
+	if r == nil {
+		return tether.Run{}, false
+	}
+	return copyRun(&r.run), true
+}
+
+// Message returns what the Tx knows of a message.
+func (tx *Tx) Message(id string) (MessageInfo, bool) {
+	s := tx.msg(id)
+	if s == nil {
+		return MessageInfo{}, false
+	}
+	return s.info(id), true
+}
+
+// ThreadStatus returns the thread status as it will be after Commit.
+func (tx *Tx) ThreadStatus() tether.ThreadStatus { return tx.th.status() }
+
+// ActiveRunID returns the thread's active run id as it will be after Commit.
+func (tx *Tx) ActiveRunID() string { return tx.th.activeRunID() }
+
+// NextPending returns the oldest pending run, if there is one and no run is
+// active, as the Tx sees it.
+func (tx *Tx) NextPending() (tether.Run, bool) {
+	if tx.th.active != "" || len(tx.th.pending) == 0 {
+		return tether.Run{}, false
+	}
+	return tx.Run(tx.th.pending[0])
+}
+
+// Unfinished returns the runs that are not terminal as the Tx sees them:
+// the active run first, then the pending ones in creation order.
+func (tx *Tx) Unfinished() []tether.Run {
+	var out []tether.Run
+	if tx.th.active != "" {
+		r, _ := tx.Run(tx.th.active)
+		out = append(out, r)
+	}
+	for _, id := range tx.th.pending {
+		r, _ := tx.Run(id)
+		out = append(out, r)
+	}
+	return out
+}
+
+func (tx *Tx) run(id string) *runState {
+	if r, ok := tx.runs[id]; ok {
+		return r
+	}
+	return tx.m.runs[id]
+}
+
+func (tx *Tx) msg(id string) *msgState {
+	if s, ok := tx.msgs[id]; ok {
+		return s
+	}
+	return tx.m.msgs[id]
+}
+
+// ownRun returns a run the Tx may write: r itself when writing through,
+// else the overlay's copy, made on first use.
+func (tx *Tx) ownRun(id string, r *runState) *runState {
+	if tx.direct {
+		return r
+	}
+	if o, ok := tx.runs[id]; ok {
+		return o
+	}
+	c := *r
+	tx.putRun(id, &c)
+	return &c
+}
+
+func (tx *Tx) putRun(id string, r *runState) {
+	if tx.direct {
+		tx.m.runs[id] = r
+		return
+	}
+	if tx.runs == nil {
+		tx.runs = make(map[string]*runState)
+	}
+	tx.runs[id] = r
+	tx.touched = append(tx.touched, id)
+}
+
+func (tx *Tx) ownMsg(id string, s *msgState) *msgState {
+	if tx.direct {
+		return s
+	}
+	if o, ok := tx.msgs[id]; ok {
+		return o
+	}
+	c := *s
+	tx.putMsg(id, &c)
+	return &c
+}
+
+func (tx *Tx) putMsg(id string, s *msgState) {
+	if tx.direct {
+		tx.m.msgs[id] = s
+		return
+	}
+	if tx.msgs == nil {
+		tx.msgs = make(map[string]*msgState)
+	}
+	tx.msgs[id] = s
+}
+
+// message returns the message e names, which must belong to e's run.
+func (tx *Tx) message(e *tether.Event) (*msgState, error) {
+	s := tx.msg(e.MessageID)
+	if s == nil {
+		return nil, badRequest("message %s not found", q(e.MessageID))
+	}
+	if s.runID != e.RunID {
+		return nil, badRequest("message %s belongs to run %s, not %s", e.MessageID, s.runID, e.RunID)
+	}
+	return s, nil
+}
+
+func (tx *Tx) runningMessage(e *tether.Event) (*msgState, error) {
+	s, err := tx.message(e)
+	if err != nil {
+		return nil, err
+	}
+	if s.status.Terminal() {
+		return nil, conflict("message %s is finished", e.MessageID)
+	}
+	return s, nil
+}
+
+func (tx *Tx) runCreated(e *tether.Event) error {
+	id := e.Run.ID
+	if tx.run(id) != nil {
+		return conflict("run %s already exists", id)
+	}
+	r := &runState{run: *e.Run}
+	if r.run.CreatedAt.IsZero() {
+		r.run.CreatedAt = e.TS
+	}
+	if r.run.LastUpdateAt.IsZero() {
+		r.run.LastUpdateAt = e.TS
+	}
+	tx.putRun(id, r)
+	if tx.direct {
+		tx.m.order = append(tx.m.order, id)
+		tx.m.version++
+	} else {
+		tx.created = append(tx.created, id)
+	}
+	tx.th.pending = append(slices.Clip(tx.th.pending), id)
+	return nil
+}
+
+func (tx *Tx) messageCreated(e *tether.Event) error {
+	msg := e.Message
+	if tx.msg(msg.ID) != nil {
+		return conflict("message %s already exists", msg.ID)
+	}
+	s := &msgState{runID: e.RunID, role: msg.Role, status: msg.Status, started: e.TS, updated: e.TS}
+	if s.status == "" {
+		s.status = tether.MessageDone
+	}
+	for i := range msg.Parts {
+		if p := &msg.Parts[i]; p.Type == tether.PartTool {
+			s.tools = append(s.tools, toolState{p.CallID, createdToolStatus(p)})
+		}
+	}
+	tx.putMsg(msg.ID, s)
+	return nil
+}
+
+func (tx *Tx) runStarted(e *tether.Event, r *runState) error {
+	attempt := e.Attempt
+	switch r.run.Status {
+	case tether.RunPending:
+		if a := tx.th.active; a != "" {
+			return conflict("run %s cannot start while run %s is active", e.RunID, a)
+		}
+		if attempt == 0 {
+			attempt = 1
+		}
+	default: // running or waiting: only a reclaim by a newer attempt
+		if attempt <= r.run.Attempt {
+			return conflict("run %s is already started (attempt %d)", e.RunID, r.run.Attempt)
+		}
+	}
+	r = tx.ownRun(e.RunID, r)
+	if r.run.Status == tether.RunPending {
+		tx.th.pending = without(tx.th.pending, e.RunID)
+	}
+	r.run.Status = tether.RunRunning
+	if r.run.StartedAt.IsZero() {
+		r.run.StartedAt = e.TS
+	}
+	r.run.Attempt = attempt
+	r.run.WorkerID = e.WorkerID
+	// A reclaimed waiting run restarts from scratch on its new worker,
+	// which asks again if it still needs input.
+	r.run.Request = nil
+	tx.th.active, tx.th.waiting = e.RunID, false
+	return nil
+}
+
+func (tx *Tx) messageStarted(e *tether.Event, r *runState) error {
+	if !r.run.Status.Active() {
+		return conflict("run %s has not started", e.RunID)
+	}
+	if tx.msg(e.MessageID) != nil {
+		return conflict("message %s already exists", e.MessageID)
+	}
+	tx.putMsg(e.MessageID, &msgState{
+		runID: e.RunID, role: e.Role, status: tether.MessageRunning, started: e.TS, updated: e.TS,
+	})
+	r = tx.ownRun(e.RunID, r)
+	r.running = append(slices.Clip(r.running), e.MessageID)
+	return nil
+}
+
+func (tx *Tx) toolStarted(e *tether.Event) error {
+	s, err := tx.runningMessage(e)
+	if err != nil {
+		return err
+	}
+	if s.tool(e.CallID) >= 0 {
+		return conflict("tool call %s already exists in message %s", e.CallID, e.MessageID)
+	}
+	s = tx.ownMsg(e.MessageID, s)
+	s.tools = append(slices.Clip(s.tools), toolState{e.CallID, tether.ToolRunning})
+	s.updated = e.TS
+	return nil
+}
+
+// toolEvent applies tool.delta and tool.finished.
+func (tx *Tx) toolEvent(e *tether.Event) error {
+	s, err := tx.runningMessage(e)
+	if err != nil {
+		return err
+	}
+	i := s.tool(e.CallID)
+	if i < 0 {
+		return badRequest("tool call %s not found in message %s", q(e.CallID), e.MessageID)
+	}
+	if s.tools[i].status != tether.ToolRunning {
+		return conflict("tool call %s is finished", e.CallID)
+	}
+	s = tx.ownMsg(e.MessageID, s)
+	s.updated = e.TS
+	if e.Type == tether.EventToolFinished {
+		st := tether.ToolDone
+		if !isNull(e.Error) {
+			st = tether.ToolError
+		}
+		s.tools = slices.Clone(s.tools)
+		s.tools[i].status = st
+	}
+	return nil
+}
+
+func (tx *Tx) messageFinished(e *tether.Event) error {
+	s, err := tx.runningMessage(e)
+	if err != nil {
+		return err
+	}
+	finishMessage(tx.ownMsg(e.MessageID, s), tether.MessageStatus(e.Status), e.TS)
+	r := tx.ownRun(e.RunID, tx.run(e.RunID))
+	r.running = without(r.running, e.MessageID)
+	return nil
+}
+
+// finishMessage ends a message and the tool calls still running in it.
+func finishMessage(s *msgState, st tether.MessageStatus, ts tether.Time) {
+	s.status, s.updated = st, ts
+	tool := tether.ToolError
+	if st == tether.MessageDone {
+		tool = tether.ToolDone
+	}
+	copied := false
+	for i := range s.tools {
+		if s.tools[i].status == tether.ToolRunning {
+			if !copied {
+				s.tools, copied = slices.Clone(s.tools), true
+			}
+			s.tools[i].status = tool
+		}
+	}
+}
+
+func (tx *Tx) runWaiting(e *tether.Event, r *runState) error {
+	switch r.run.Status {
+	case tether.RunPending:
+		return conflict("run %s has not started", e.RunID)
+	case tether.RunWaiting:
+		return conflict("run %s is already waiting on request %s", e.RunID, r.run.Request.ID)
+	}
+	r = tx.ownRun(e.RunID, r)
+	rq := *e.Request
+	r.run.Status, r.run.Request = tether.RunWaiting, &rq
+	tx.th.waiting = true
+	return nil
+}
+
+func (tx *Tx) runInput(e *tether.Event, r *runState) error {
+	if r.run.Status != tether.RunWaiting {
+		return conflict("run %s is not waiting", e.RunID)
+	}
+	if e.RequestID != r.run.Request.ID {
+		return conflict("run %s is waiting on request %s, not %s", e.RunID, r.run.Request.ID, q(e.RequestID))
+	}
+	r = tx.ownRun(e.RunID, r)
+	r.run.Status, r.run.Request = tether.RunRunning, nil
+	tx.th.waiting = false
+	return nil
+}
+
+// runFinished cannot fail: its shape was checked and any non-terminal run
+// may finish.
+func (tx *Tx) runFinished(e *tether.Event, r *runState) {
+	st := tether.RunStatus(e.Status)
+	info, _ := runError(e.Error)
+	msgSt := tether.MessageAborted
+	switch st {
+	case tether.RunDone:
+		msgSt = tether.MessageDone
+	case tether.RunError:
+		msgSt = tether.MessageError
+	}
+	for _, id := range r.running {
+		finishMessage(tx.ownMsg(id, tx.msg(id)), msgSt, e.TS)
+	}
+	wasPending := r.run.Status == tether.RunPending
+	r = tx.ownRun(e.RunID, r)
+	r.running = nil
+	r.run.Status, r.run.CompletedAt, r.run.Error, r.run.Request = st, e.TS, info, nil
+	if wasPending {
+		tx.th.pending = without(tx.th.pending, e.RunID)
+	}
+	if tx.th.active == e.RunID {
+		tx.th.active, tx.th.waiting = "", false
+	}
+	tx.th.last = st
+}
+
+// without returns ids without id, in a new slice when it changes, since
+// ids may be shared with a machine or another Tx.
+func without(ids []string, id string) []string {
+	i := slices.Index(ids, id)
+	if i < 0 {
+		return ids
+	}
+	out := make([]string, 0, len(ids)-1)
+	out = append(out, ids[:i]...)
+	return append(out, ids[i+1:]...)
+}

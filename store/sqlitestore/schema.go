@@ -1,0 +1,160 @@
+package sqlitestore
+
+// schemaVersion is stored in PRAGMA user_version. Open refuses a file with a
+// newer version rather than misread it.
+const schemaVersion = 1
+
+// schema creates the tables of an empty file; every statement is idempotent
+// so that Open runs it unconditionally.
+//
+// Times are integers: thread times in Unix milliseconds (the precision of
+// tether.Time, so they round-trip exactly and sort as numbers), lease
+// expiries in Unix nanoseconds (0 when unset).
+var schema = []string{
+	// meta holds the store's epoch.
+	`CREATE TABLE IF NOT EXISTS meta (
+		key   TEXT PRIMARY KEY,
+		value INTEGER NOT NULL
+	) WITHOUT ROWID`,
+
+	// pk is what events point at: an integer keeps the events index small,
+	// and AUTOINCREMENT means a deleted thread's pk is never given to a new
+	// thread, so a reader that looked up a pk just before a delete can never
+	// read another thread's events under it.
+	`CREATE TABLE IF NOT EXISTS threads (
+		pk            INTEGER PRIMARY KEY AUTOINCREMENT,
+		id            TEXT NOT NULL UNIQUE,
+		status        TEXT NOT NULL,
+		metadata      BLOB,
+		created_at    INTEGER NOT NULL,
+		updated_at    INTEGER NOT NULL,
+		last_offset   TEXT NOT NULL,
+		active_run_id TEXT NOT NULL,
+		version       INTEGER NOT NULL
+	)`,
+	// Threads() walks one of these backwards (ORDER BY updated_at DESC, id
+	// DESC) from the keyset cursor, so a page costs O(limit).
+	`CREATE INDEX IF NOT EXISTS threads_by_updated ON threads (updated_at, id)`,
+	`CREATE INDEX IF NOT EXISTS threads_by_status ON threads (status, updated_at, id)`,
+
+	// id is the sequence part of the offset. AUTOINCREMENT keeps its high
+	// water mark in sqlite_sequence, so an id is never reused, even after
+	// the newest events were deleted. epoch is the epoch the event was
+	// written in: with id and thread it must match a cursor exactly.
+	`CREATE TABLE IF NOT EXISTS events (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		thread     INTEGER NOT NULL,
+		epoch      INTEGER NOT NULL,
+		type       TEXT NOT NULL,
+		run_id     TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		data       BLOB NOT NULL
+	)`,
+	// The rowid is implicitly the last column, so this is (thread, id): a
+	// read from a cursor is one index seek plus the rows returned.
+	`CREATE INDEX IF NOT EXISTS events_by_thread ON events (thread)`,
+
+	// seq is the insertion order (ActiveRuns returns oldest first); an
+	// upsert keeps it. idempotency_key is NULL when the run has none, so the
+	// unique index never makes two keyless runs collide; the same index
+	// serves DeleteThread's scan by thread_id.
+	`CREATE TABLE IF NOT EXISTS runs (
+		seq              INTEGER PRIMARY KEY,
+		id               TEXT NOT NULL UNIQUE,
+		thread_id        TEXT NOT NULL,
+		status           TEXT NOT NULL,
+		idempotency_key  TEXT,
+		multitask        TEXT NOT NULL,
+		lease_token      TEXT NOT NULL,
+		lease_owner      TEXT NOT NULL,
+		lease_node       TEXT NOT NULL,
+		lease_expires_at INTEGER NOT NULL,
+		run              BLOB NOT NULL
+	)`,
+	`CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (thread_id, idempotency_key)`,
+	// Only live runs are in this index, so the startup scan of ActiveRuns
+	// does not grow with the history of finished runs.
+	`CREATE INDEX IF NOT EXISTS runs_active ON runs (seq) WHERE ` + activeRunsWhere,
+
+	`CREATE TABLE IF NOT EXISTS checkpoints (
+		thread_id TEXT PRIMARY KEY,
+		offset    TEXT NOT NULL,
+		data      BLOB NOT NULL
+	)`,
+}
+
+// activeRunsWhere must appear verbatim in the ActiveRuns query so that
+// SQLite uses the partial index.
+const activeRunsWhere = `status IN ('pending', 'running', 'waiting')`
+
+// Statements of the writer connection, prepared once at Open.
+const (
+	sqlBegin    = `BEGIN IMMEDIATE`
+	sqlCommit   = `COMMIT`
+	sqlRollback = `ROLLBACK`
+	// One savepoint name is enough: savepoints never nest here.
+	sqlSavepoint  = `SAVEPOINT batch`
+	sqlRelease    = `RELEASE batch`
+	sqlRollbackTo = `ROLLBACK TO batch`
+
+	sqlThreadState  = `SELECT pk, version, last_offset FROM threads WHERE id = ?`
+	sqlInsertThread = `INSERT INTO threads
+		(id, status, metadata, created_at, updated_at, last_offset, active_run_id, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlUpdateThread = `UPDATE threads SET
+		status = ?, metadata = ?, created_at = ?, updated_at = ?, active_run_id = ?,
+		last_offset = ?, version = ?
+		WHERE pk = ?`
+	sqlUpdateThreadLog = `UPDATE threads SET last_offset = ?, version = ? WHERE pk = ?`
+	// sqlInsertEvents is followed by one "(?, ?, ?, ?, ?, ?, ?)" per event.
+	sqlInsertEvents = `INSERT INTO events (id, thread, epoch, type, run_id, message_id, data) VALUES `
+	sqlUpsertRun    = `INSERT INTO runs
+		(id, thread_id, status, idempotency_key, multitask,
+		 lease_token, lease_owner, lease_node, lease_expires_at, run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET
+		 thread_id = excluded.thread_id, status = excluded.status,
+		 idempotency_key = excluded.idempotency_key, multitask = excluded.multitask,
+		 lease_token = excluded.lease_token, lease_owner = excluded.lease_owner,
+		 lease_node = excluded.lease_node, lease_expires_at = excluded.lease_expires_at,
+		 run = excluded.run`
+	sqlUpsertCheckpoint = `INSERT INTO checkpoints (thread_id, offset, data) VALUES (?, ?, ?)
+		ON CONFLICT (thread_id) DO UPDATE SET offset = excluded.offset, data = excluded.data`
+	sqlDeleteEvents     = `DELETE FROM events WHERE thread = ?`
+	sqlDeleteRuns       = `DELETE FROM runs WHERE thread_id = ?`
+	sqlDeleteCheckpoint = `DELETE FROM checkpoints WHERE thread_id = ?`
+	sqlDeleteThread     = `DELETE FROM threads WHERE pk = ?`
+	sqlLastEventID      = `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), coalesce((SELECT max(id) FROM events), 0))`
+	sqlCheckpointWAL    = `PRAGMA wal_checkpoint(TRUNCATE)`
+)
+
+// Statements of the reader pool.
+const (
+	threadColumns = `id, status, metadata, created_at, updated_at, last_offset, active_run_id, version`
+	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, run`
+
+	sqlThreadPK = `SELECT pk FROM threads WHERE id = ?`
+	// The cursor check and the thread lookup are one round trip.
+	sqlThreadPKCursor = `SELECT pk, EXISTS (SELECT 1 FROM events e WHERE e.id = ? AND e.thread = t.pk AND e.epoch = ?)
+		FROM threads t WHERE t.id = ?`
+	sqlReadEvents = `SELECT id, epoch, type, run_id, message_id, data FROM events
+		WHERE thread = ? AND id > ? ORDER BY id LIMIT ?`
+	sqlThread = `SELECT ` + threadColumns + ` FROM threads WHERE id = ?`
+
+	sqlThreads = `SELECT ` + threadColumns + ` FROM threads
+		ORDER BY updated_at DESC, id DESC LIMIT ?`
+	sqlThreadsAfter = `SELECT ` + threadColumns + ` FROM threads
+		WHERE (updated_at, id) < (?, ?)
+		ORDER BY updated_at DESC, id DESC LIMIT ?`
+	sqlThreadsStatus = `SELECT ` + threadColumns + ` FROM threads
+		WHERE status = ?
+		ORDER BY updated_at DESC, id DESC LIMIT ?`
+	sqlThreadsStatusAfter = `SELECT ` + threadColumns + ` FROM threads
+		WHERE status = ? AND (updated_at, id) < (?, ?)
+		ORDER BY updated_at DESC, id DESC LIMIT ?`
+
+	sqlRun        = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	sqlRunByKey   = `SELECT ` + runColumns + ` FROM runs WHERE thread_id = ? AND idempotency_key = ?`
+	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs WHERE ` + activeRunsWhere + ` ORDER BY seq`
+	sqlCheckpoint = `SELECT offset, data FROM checkpoints WHERE thread_id = ?`
+)
