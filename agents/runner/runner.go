@@ -99,9 +99,18 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 	defer cancel()
 	err := r.e.AbortLocal(actx, engine.ReasonServerShutdown)
 	r.kill()
-	<-done
+	// An agent that ignores its context must not hold the process: its run
+	// is already finished, so whatever it does next is refused.
+	select {
+	case <-done:
+	case <-time.After(stopWait):
+		r.log.Warn("in-process agents did not stop after their context ended; leaving them", "waited", stopWait)
+	}
 	return err
 }
+
+// stopWait is how long Shutdown waits for agents after cancelling them.
+var stopWait = 5 * time.Second
 
 func (r *Runner) claimLoop() {
 	defer r.loop.Done()
