@@ -124,7 +124,8 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
-var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id"}
+var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id",
+	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq"}
 
 var allowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key",
 	"Tether-Lease", "Producer-Id", "Producer-Epoch", "Producer-Seq", "X-Request-Id"}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -10,9 +12,10 @@ import (
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		WorkerID string   `json:"worker_id"`
-		Agents   []string `json:"agents"`
-		WaitMs   int64    `json:"wait_ms"`
+		WorkerID  string   `json:"worker_id"`
+		Agents    []string `json:"agents"`
+		WaitMs    int64    `json:"wait_ms"`
+		Resumable bool     `json:"resumable"`
 	}
 	if err := decodeJSON(r, s.opts.MaxBodyBytes, &body, false); err != nil {
 		s.writeError(w, r, err)
@@ -23,7 +26,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
-	c, err := s.e.Claim(r.Context(), engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait})
+	c, err := s.e.Claim(r.Context(), engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait, Resumable: body.Resumable})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -55,12 +58,74 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "events: the array is empty"))
 		return
 	}
-	res, err := s.e.Append(r.Context(), r.PathValue("rid"), r.Header.Get("Tether-Lease"), evs)
+	prod, err := producerOf(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	res, err := s.e.ProducerAppend(r.Context(), r.PathValue("rid"), r.Header.Get("Tether-Lease"), prod, evs)
+	var pe *engine.ProducerError
+	if errors.As(err, &pe) {
+		switch pe.Err.Code {
+		case tether.CodeForbidden:
+			w.Header().Set("Producer-Epoch", strconv.FormatInt(pe.Epoch, 10))
+		case tether.CodeConflict:
+			w.Header().Set("Producer-Expected-Seq", strconv.FormatInt(pe.ExpectedSeq, 10))
+			w.Header().Set("Producer-Received-Seq", strconv.FormatInt(pe.ReceivedSeq, 10))
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if res.Producer != nil {
+		w.Header().Set("Producer-Epoch", strconv.FormatInt(res.Producer.Epoch, 10))
+		w.Header().Set("Producer-Seq", strconv.FormatInt(res.Producer.Seq, 10))
+	}
+	if res.Duplicate {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// producerOf reads the Producer-Id, Producer-Epoch and Producer-Seq
+// headers: all three or none.
+func producerOf(r *http.Request) (*engine.Producer, error) {
+	id, epoch, seq := r.Header.Get("Producer-Id"), r.Header.Get("Producer-Epoch"), r.Header.Get("Producer-Seq")
+	if id == "" && epoch == "" && seq == "" {
+		return nil, nil
+	}
+	if id == "" || epoch == "" || seq == "" {
+		return nil, tether.Errorf(tether.CodeBadRequest, "Producer-Id, Producer-Epoch and Producer-Seq go together: send all three or none")
+	}
+	p := &engine.Producer{ID: id}
+	var err error
+	if p.Epoch, err = producerNumber(epoch); err != nil {
+		return nil, tether.Errorf(tether.CodeBadRequest, "Producer-Epoch must be an integer from 0 to 2^53-1")
+	}
+	if p.Seq, err = producerNumber(seq); err != nil {
+		return nil, tether.Errorf(tether.CodeBadRequest, "Producer-Seq must be an integer from 0 to 2^53-1")
+	}
+	return p, p.Check()
+}
+
+// producerNumber parses a decimal integer from 0 to 2^53-1, without sign
+// or leading zeros.
+func producerNumber(s string) (int64, error) {
+	if s == "" || len(s) > 16 || (len(s) > 1 && s[0] == '0') {
+		return 0, strconv.ErrSyntax
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > engine.MaxProducerNumber {
+		return 0, strconv.ErrRange
+	}
+	return n, nil
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,12 @@ type ClaimRequest struct {
 	// Local marks an in-process agent of this node: its runs are aborted
 	// when the node restarts, whatever their lease says.
 	Local bool
+	// Resumable says the worker's agents can resume a run from its log.
+	// If such a worker is lost, its runs are not aborted: they wait (up to
+	// Options.ResumeWindow) for another worker to reclaim them, keeping
+	// their status, so a waiting run still waits on its request. A worker
+	// gets reclaimed runs with an attempt above 1.
+	Resumable bool
 }
 
 // Claim is a run handed to a worker, with the lease it appends under.
@@ -90,10 +96,17 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 	var lease store.Lease
 	o, err := e.update(ctx, t, func(p *planner) error {
 		next, ok := p.tx.NextPending()
+		if q.reclaim {
+			// A reclaim takes a started run whose lease expired.
+			next, ok = p.run(q.runID)
+			if l := p.lease(q.runID); !ok || !next.Status.Active() || !l.Resumable || p.now.Before(l.ExpiresAt) {
+				return errStale
+			}
+		}
 		if !ok || next.ID != q.runID {
 			return errStale
 		}
-		lease = store.Lease{Token: newToken(), Owner: req.WorkerID, ExpiresAt: p.now.Add(e.opts.LeaseTTL)}
+		lease = store.Lease{Token: newToken(), Owner: req.WorkerID, ExpiresAt: p.now.Add(e.opts.LeaseTTL), Resumable: req.Resumable}
 		if req.Local {
 			lease.Node = e.opts.NodeID
 		}
@@ -124,16 +137,35 @@ type AppendResult struct {
 	NextOffset      tether.Offset `json:"next_offset"`
 	LeaseExpiresAt  tether.Time   `json:"lease_expires_at"`
 	CancelRequested bool          `json:"cancel_requested"`
+	// Duplicate is set when a producer's append was already in the log:
+	// nothing was appended (HTTP 204).
+	Duplicate bool `json:"-"`
+	// Producer is the producer's state after the append, for the
+	// Producer-Epoch and Producer-Seq response headers.
+	Producer *Producer `json:"-"`
 }
 
 // Append appends a worker's events to its run under its lease, atomically:
-// all are appended or none. It also renews the lease. Errors: lease_lost if
-// the token is not the run's current lease or it expired; conflict if the
-// run is finished; bad_request or conflict for events the state machine
-// rejects. The run being finished is checked before the lease: a finished
-// run answers conflict, or lease_lost if it was aborted because its lease
-// expired.
+// all are appended or none. It also renews the lease. Errors: not_found for
+// an unknown run; conflict if the run is finished, or lease_lost if it was
+// aborted because its lease expired; lease_lost if the token is not the
+// run's current lease or it expired; bad_request or conflict for events the
+// state machine rejects.
 func (e *Engine) Append(ctx context.Context, runID, token string, evs []*tether.Event) (*AppendResult, error) {
+	return e.ProducerAppend(ctx, runID, token, nil, evs)
+}
+
+// ProducerAppend is Append made idempotent by a producer (nil: none). An
+// append whose sequence number the producer already used is a duplicate:
+// it succeeds with Duplicate set and appends nothing, even if the run has
+// finished since, because the events are in the log. A producer error is a
+// *ProducerError.
+func (e *Engine) ProducerAppend(ctx context.Context, runID, token string, p *Producer, evs []*tether.Event) (*AppendResult, error) {
+	if p != nil {
+		if err := p.Check(); err != nil {
+			return nil, err
+		}
+	}
 	for i, ev := range evs {
 		if err := runs.WorkerEvent(ev, runID); err != nil {
 			return nil, eventErr(i, ev, err)
@@ -143,24 +175,49 @@ func (e *Engine) Append(ctx context.Context, runID, token string, evs []*tether.
 			ev.MessageID = ev.Message.ID
 		}
 	}
-	return e.leased(ctx, runID, token, evs)
+	return e.leased(ctx, runID, token, p, evs)
 }
 
 // Heartbeat renews a run's lease.
 func (e *Engine) Heartbeat(ctx context.Context, runID, token string) (*AppendResult, error) {
-	return e.leased(ctx, runID, token, nil)
+	return e.leased(ctx, runID, token, nil, nil)
 }
 
-func (e *Engine) leased(ctx context.Context, runID, token string, evs []*tether.Event) (*AppendResult, error) {
+func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer, evs []*tether.Event) (*AppendResult, error) {
 	t, err := e.threadOfRun(ctx, runID)
 	if err != nil {
 		return nil, err
+	}
+	var key string
+	var loaded *store.Producer
+	if prod != nil {
+		key = producerKey(runID, prod.ID)
+		if loaded, err = e.producerState(ctx, t, key); err != nil {
+			return nil, err
+		}
 	}
 	var res AppendResult
 	o, err := e.update(ctx, t, func(p *planner) error {
 		r, ok := p.run(runID)
 		if !ok {
 			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		}
+		if prod != nil {
+			cur, ok := t.producers[key]
+			if !ok {
+				cur = loaded
+			}
+			dup, next, err := checkProducer(cur, key, *prod)
+			if err != nil {
+				return err
+			}
+			res.Producer = &Producer{ID: prod.ID, Epoch: prod.Epoch, Seq: prod.Seq}
+			if dup {
+				res.Duplicate = true
+				res.Producer.Epoch, res.Producer.Seq = cur.Epoch, cur.Seq
+				return nil
+			}
+			p.producers = append(p.producers, *next)
 		}
 		if r.Status.Terminal() {
 			if r.Error != nil && r.Error.Code == ReasonWorkerLost {

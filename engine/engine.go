@@ -29,6 +29,10 @@ type Options struct {
 	// CancelGrace is how long a worker has to confirm a cancel before the
 	// server ends the run cancelled. Defaults to 10s.
 	CancelGrace time.Duration
+	// ResumeWindow is how long a run of a resumable agent whose lease
+	// expired waits for another worker to reclaim it before it is
+	// aborted. Defaults to 10m.
+	ResumeWindow time.Duration
 	// MaxEventBytes limits the encoded size of one event. Defaults to 1 MiB.
 	MaxEventBytes int
 	// MaxThreads is how many thread states are kept in memory; idle ones
@@ -60,6 +64,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CancelGrace <= 0 {
 		o.CancelGrace = 10 * time.Second
+	}
+	if o.ResumeWindow <= 0 {
+		o.ResumeWindow = 10 * time.Minute
 	}
 	if o.MaxEventBytes <= 0 {
 		o.MaxEventBytes = 1 << 20

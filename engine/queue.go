@@ -16,6 +16,9 @@ type runQueue struct {
 
 type queuedRun struct {
 	agent, runID, threadID string
+	// reclaim marks a started run whose worker was lost, for another
+	// worker of a resumable agent to take over.
+	reclaim bool
 }
 
 func newRunQueue() *runQueue {
@@ -24,13 +27,22 @@ func newRunQueue() *runQueue {
 
 // push queues a run unless it is queued already.
 func (q *runQueue) push(agent, runID, threadID string) {
+	q.add(queuedRun{agent: agent, runID: runID, threadID: threadID})
+}
+
+// pushReclaim queues a started run whose lease expired.
+func (q *runQueue) pushReclaim(agent, runID, threadID string) {
+	q.add(queuedRun{agent: agent, runID: runID, threadID: threadID, reclaim: true})
+}
+
+func (q *runQueue) add(r queuedRun) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.queued[runID] {
+	if q.closed || q.queued[r.runID] {
 		return
 	}
-	q.queued[runID] = true
-	q.runs[agent] = append(q.runs[agent], queuedRun{agent, runID, threadID})
+	q.queued[r.runID] = true
+	q.runs[r.agent] = append(q.runs[r.agent], r)
 	close(q.wake)
 	q.wake = make(chan struct{})
 }

@@ -33,7 +33,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		case rr.Run.Status.Active() && rr.Lease.Node == e.opts.NodeID:
 			err = e.abort(ctx, rr.Run.ID, ReasonServerRestart, nil)
 		case rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt):
-			err = e.abort(ctx, rr.Run.ID, ReasonWorkerLost, nil)
+			err = e.expired(ctx, rr, now)
 		case rr.Run.Status == tether.RunPending:
 			err = e.requeue(ctx, rr.Run.ThreadID)
 		}
@@ -78,6 +78,25 @@ func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *
 		return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunAborted), Error: info})
 	})
 	return err
+}
+
+// expired handles a run whose lease expired: a resumable one waits for
+// another worker to reclaim it, within the resume window; any other is
+// aborted (worker_lost). The abort re-checks the lease under the thread's
+// lock, so a heartbeat or a reclaim that lands first wins.
+func (e *Engine) expired(ctx context.Context, rr *store.RunRecord, now time.Time) error {
+	id := rr.Run.ID
+	if rr.Lease.Resumable && now.Sub(rr.Lease.ExpiresAt) < e.opts.ResumeWindow {
+		e.queue.pushReclaim(rr.Run.Agent, id, rr.Run.ThreadID)
+		return nil
+	}
+	return e.abort(ctx, id, ReasonWorkerLost, func(p *planner) bool {
+		l := p.lease(id)
+		if l.ExpiresAt.IsZero() || p.now.Before(l.ExpiresAt) {
+			return false
+		}
+		return !l.Resumable || p.now.Sub(l.ExpiresAt) >= e.opts.ResumeWindow
+	})
 }
 
 // AbortLocal aborts every active run this node's in-process agents hold
@@ -135,10 +154,7 @@ func (e *Engine) sweepRun(ctx context.Context, rr *store.RunRecord) error {
 	now := e.opts.Now()
 	id := rr.Run.ID
 	if rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt) {
-		return e.abort(ctx, id, ReasonWorkerLost, func(p *planner) bool {
-			l := p.lease(id)
-			return !l.ExpiresAt.IsZero() && !p.now.Before(l.ExpiresAt)
-		})
+		return e.expired(ctx, rr, now)
 	}
 	if !rr.Run.CancelRequestedAt.IsZero() && now.Sub(rr.Run.CancelRequestedAt.Time) >= e.opts.CancelGrace {
 		t, err := e.threadOfRun(ctx, id)

@@ -31,6 +31,7 @@ type thread struct {
 	row       tether.Thread
 	extras    map[string]*runExtra
 	idem      map[string]string // idempotency key → run ID
+	producers map[string]*store.Producer // producer key → state, committed and queued
 	queue     []*pending
 	flushing  bool
 	broken    bool // a commit failed: this entry must not be used again
@@ -189,6 +190,7 @@ func (e *Engine) load(ctx context.Context, t *thread) error {
 	t.row = tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt}
 	t.extras = make(map[string]*runExtra)
 	t.idem = make(map[string]string)
+	t.producers = make(map[string]*store.Producer)
 	for _, r := range t.spec.Runs() {
 		if r.Status.Terminal() {
 			continue

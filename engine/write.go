@@ -21,8 +21,9 @@ type planner struct {
 	events []*tether.Event
 	leases map[string]store.Lease // run ID → new lease
 	extras map[string]*runExtra   // runs created by this plan
-	idem   map[string]string
-	result any // what the plan hands back to its caller
+	idem      map[string]string
+	producers []store.Producer
+	result    any // what the plan hands back to its caller
 }
 
 // run returns a run as the transaction sees it.
@@ -81,10 +82,11 @@ func (p *planner) lease(runID string) store.Lease {
 
 // pending is a validated plan waiting for its commit.
 type pending struct {
-	events  []*tether.Event
-	encoded [][]byte
-	runs    []*store.RunRecord
-	done    chan outcome
+	events    []*tether.Event
+	encoded   [][]byte
+	runs      []*store.RunRecord
+	producers []store.Producer
+	done      chan outcome
 }
 
 // outcome is what a committed plan returns to its caller.
@@ -198,7 +200,8 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 		}
 		pd.runs = append(pd.runs, &rec)
 	}
-	if len(pd.events) == 0 && len(pd.runs) == 0 {
+	pd.producers = p.producers
+	if len(pd.events) == 0 && len(pd.runs) == 0 && len(pd.producers) == 0 {
 		return nil, nil
 	}
 
@@ -210,6 +213,9 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	}
 	for k, id := range p.idem {
 		t.idem[k] = id
+	}
+	for i := range p.producers {
+		t.producers[p.producers[i].Key] = &p.producers[i]
 	}
 	for _, rec := range pd.runs {
 		x := t.extras[rec.Run.ID]
@@ -269,9 +275,18 @@ func (e *Engine) flush(t *thread) {
 		}
 		b := &store.Batch{ThreadID: t.id, Version: t.committed}
 		byID := make(map[string]int)
+		byKey := make(map[string]int)
 		for _, pd := range batch {
 			b.Events = append(b.Events, pd.events...)
 			b.Encoded = append(b.Encoded, pd.encoded...)
+			for _, p := range pd.producers {
+				if i, ok := byKey[p.Key]; ok {
+					b.Producers[i] = p
+				} else {
+					byKey[p.Key] = len(b.Producers)
+					b.Producers = append(b.Producers, p)
+				}
+			}
 			for _, r := range pd.runs {
 				if i, ok := byID[r.Run.ID]; ok {
 					b.Runs[i] = r

@@ -43,8 +43,9 @@
 //   - run.started: worker_id required. The run is pending (attempt becomes
 //     attempt, default 1) or, for a reclaim after a lost worker, running or
 //     waiting with an attempt above the current one; no other run may be
-//     running or waiting. The run is running with this worker_id; its open
-//     request is dropped; started_at is set on the first start only.
+//     running or waiting. A pending run becomes running; a reclaimed one
+//     keeps its status (a waiting run still waits on its request). The run
+//     gets this worker_id; started_at is set on the first start only.
 //   - message.started: message_id new in the thread, role required; the run
 //     is running or waiting. The message is running, its metadata that of
 //     the event or {}.

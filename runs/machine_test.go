@@ -145,9 +145,9 @@ func TestRules(t *testing.T) {
 		}},
 		{name: "run.started reclaim waiting", prefix: waiting, event: with(runStarted("r1"), func(e *tether.Event) { e.Attempt = 2 }), check: func(t *testing.T, m *Machine) {
 			r, _ := m.Run("r1")
-			wantEq(t, "status", r.Status, tether.RunRunning)
-			wantEq(t, "request", r.Request == nil, true)
-			wantEq(t, "thread", m.ThreadStatus(), tether.ThreadBusy)
+			wantEq(t, "status", r.Status, tether.RunWaiting)
+			wantEq(t, "request kept", r.Request != nil, true)
+			wantEq(t, "thread", m.ThreadStatus(), tether.ThreadWaiting)
 		}},
 		{name: "run.started other active", prefix: twoRuns, event: runStarted("r2"), code: cfl, msg: "run r1 is active"},
 		{name: "run.started after other finished", prefix: seq(twoRuns, []*tether.Event{runFinished("r1", tether.RunDone)}), event: runStarted("r2")},

@@ -327,16 +327,18 @@ func (tx *Tx) runStarted(e *tether.Event, r *runState) error {
 	if r.run.Status == tether.RunPending {
 		tx.th.pending = without(tx.th.pending, e.RunID)
 	}
-	r.run.Status = tether.RunRunning
 	if r.run.StartedAt.IsZero() {
 		r.run.StartedAt = e.TS
 	}
 	r.run.Attempt = attempt
 	r.run.WorkerID = e.WorkerID
-	// A reclaimed waiting run restarts from scratch on its new worker,
-	// which asks again if it still needs input.
-	r.run.Request = nil
-	tx.th.active, tx.th.waiting = e.RunID, false
+	// A reclaimed run keeps its status: a waiting run still waits on its
+	// request, so a person's answer is never lost to a worker restart;
+	// the new worker follows the run and gets the answer when it comes.
+	if r.run.Status == tether.RunPending {
+		r.run.Status = tether.RunRunning
+	}
+	tx.th.active, tx.th.waiting = e.RunID, r.run.Status == tether.RunWaiting
 	return nil
 }
 

@@ -59,7 +59,8 @@ type Store interface {
 	// Threads lists threads, most recently updated first.
 	Threads(ctx context.Context, q ThreadQuery) (*ThreadPage, error)
 
-	// DeleteThread removes a thread, its log, its runs and its checkpoint.
+	// DeleteThread removes a thread, its log, its runs, its producers and
+	// its checkpoint.
 	// It returns ErrNotFound if the thread does not exist.
 	DeleteThread(ctx context.Context, id string) error
 
@@ -73,6 +74,11 @@ type Store interface {
 	// ActiveRuns returns every run that is not terminal (pending, running or
 	// waiting), oldest first.
 	ActiveRuns(ctx context.Context) ([]*RunRecord, error)
+
+	// Producer returns the state of an idempotent producer of a thread. It
+	// returns ErrNotFound if the producer has never appended (or the
+	// thread does not exist).
+	Producer(ctx context.Context, threadID, key string) (*Producer, error)
 
 	// SaveCheckpoint stores the state of a thread as of offset (an opaque
 	// encoding made by the caller), replacing an older checkpoint. A
@@ -114,6 +120,21 @@ type Batch struct {
 	Thread *tether.Thread
 	// Runs are inserted or replaced.
 	Runs []*RunRecord
+	// Producers are the new states of the idempotent producers whose
+	// appends the batch carries, committed atomically with the events so
+	// that a retry after a crash is recognised as a duplicate.
+	Producers []Producer
+}
+
+// Producer is the state of an idempotent producer: the epoch and sequence
+// number of the last batch it appended (the Producer-Epoch and
+// Producer-Seq of the Durable Streams rules).
+type Producer struct {
+	// Key names the producer within its thread (the engine makes it from
+	// the run and the Producer-Id).
+	Key   string
+	Epoch int64
+	Seq   int64
 }
 
 // Result is the outcome of a committed batch.
@@ -184,7 +205,10 @@ type Lease struct {
 	// Node is the server node that runs the run in-process, if any; such a
 	// run is aborted when that node restarts.
 	Node string
-	// ExpiresAt is when the lease ends unless renewed; zero for in-process
-	// runs, which live as long as their node.
+	// ExpiresAt is when the lease ends unless renewed.
 	ExpiresAt time.Time
+	// Resumable says the worker's agent can resume a run from its log: when
+	// the lease expires, the run waits for another worker to reclaim it
+	// instead of being aborted.
+	Resumable bool
 }

@@ -22,6 +22,9 @@ var (
 	// writer back while it waits for readers; if they take longer, it gives
 	// up until the checkpointer finds the WAL too long again.
 	checkpointBusyTimeout = 200 * time.Millisecond
+	// restartRetry spaces the writer's attempts to restart a WAL that
+	// readers hold, so that a long read does not stall every commit.
+	restartRetry = 20 * time.Millisecond
 )
 
 // checkpointLoop checkpoints the WAL while there are commits, until Close.
@@ -42,6 +45,14 @@ func (s *Store) checkpointLoop() {
 }
 
 func (s *Store) checkpoint() {
+	// While a restart is pending, stand aside: a passive checkpoint running
+	// at the same time makes the writer's RESTART fail, and under a steady
+	// stream of commits the WAL would then grow without bound.
+	if s.walFull.Load() {
+		return
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
 	var busy, logPages, done int
 	if err := s.cdb.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
 		s.log.Warn("sqlitestore: checkpoint", "path", s.path, "err", err)
@@ -59,6 +70,18 @@ func (s *Store) checkpoint() {
 // checkpoints have copied most frames already, so this mostly waits for the
 // readers to leave the WAL, for at most checkpointBusyTimeout.
 func (s *Store) restartWAL() {
+	// Never wait for the checkpointer: if it is mid-checkpoint, try again
+	// after the next transaction.
+	if !s.ckptMu.TryLock() {
+		s.walFull.Store(true)
+		return
+	}
+	defer s.ckptMu.Unlock()
+	if time.Since(s.lastRestart) < restartRetry {
+		s.walFull.Store(true)
+		return
+	}
+	s.lastRestart = time.Now()
 	ctx := context.Background()
 	if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyTimeout.Milliseconds())); err != nil {
 		s.log.Warn("sqlitestore: checkpoint", "path", s.path, "err", err)
@@ -67,6 +90,11 @@ func (s *Store) restartWAL() {
 	var busy, logPages, done int
 	if err := s.wconn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &logPages, &done); err != nil {
 		s.log.Warn("sqlitestore: checkpoint", "path", s.path, "err", err)
+	}
+	if busy != 0 {
+		// Readers held the WAL: try again soon rather than when the
+		// checkpointer next finds it too long.
+		s.walFull.Store(true)
 	}
 	if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())); err != nil {
 		s.log.Warn("sqlitestore: checkpoint", "path", s.path, "err", err)

@@ -20,6 +20,7 @@ type encodedRun struct {
 	key                   any // nil (NULL) when the run has no key
 	token, owner, node    string
 	expires               int64
+	resumable             bool
 	json                  []byte
 }
 
@@ -98,6 +99,7 @@ func encodeRun(dst *encodedRun, rr *store.RunRecord) error {
 		owner:     rr.Lease.Owner,
 		node:      rr.Lease.Node,
 		expires:   nanos(rr.Lease.ExpiresAt),
+		resumable: rr.Lease.Resumable,
 		json:      js,
 	}
 	if rr.IdempotencyKey != "" {
@@ -178,8 +180,14 @@ func (s *Store) writeCommit(r *request) error {
 	for i := range r.runs {
 		rr := &r.runs[i]
 		if _, err := s.w.upsertRun.Exec(rr.id, b.ThreadID, rr.status, rr.key, rr.multitask,
-			rr.token, rr.owner, rr.node, rr.expires, rr.json); err != nil {
+			rr.token, rr.owner, rr.node, rr.expires, rr.resumable, rr.json); err != nil {
 			return fmt.Errorf("write run %s: %w", rr.id, translate(err))
+		}
+	}
+
+	for _, p := range b.Producers {
+		if _, err := s.w.upsertProducer.Exec(b.ThreadID, p.Key, p.Epoch, p.Seq); err != nil {
+			return fmt.Errorf("write producer: %w", err)
 		}
 	}
 
@@ -278,6 +286,7 @@ func (s *Store) writeDelete(r *request) error {
 		{s.w.deleteEvents, pk},
 		{s.w.deleteRuns, r.threadID},
 		{s.w.deleteCheckpoint, r.threadID},
+		{s.w.deleteProducers, r.threadID},
 		{s.w.deleteThreadByPK, pk},
 	}
 	for _, st := range steps {

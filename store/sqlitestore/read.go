@@ -248,7 +248,7 @@ func scanRun(sc scanner, rr *store.RunRecord) error {
 		expires   int64
 		js        []byte
 	)
-	if err := sc.Scan(&key, &multitask, &rr.Lease.Token, &rr.Lease.Owner, &rr.Lease.Node, &expires, &js); err != nil {
+	if err := sc.Scan(&key, &multitask, &rr.Lease.Token, &rr.Lease.Owner, &rr.Lease.Node, &expires, &rr.Lease.Resumable, &js); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(js, &rr.Run); err != nil {
@@ -276,4 +276,16 @@ func (s *Store) Checkpoint(ctx context.Context, threadID string) (tether.Offset,
 		data = []byte{}
 	}
 	return tether.Offset(offset), data, nil
+}
+
+// Producer implements store.Store.
+func (s *Store) Producer(ctx context.Context, threadID, key string) (*store.Producer, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	p := store.Producer{Key: key}
+	if err := s.r.producer.QueryRowContext(ctx, threadID, key).Scan(&p.Epoch, &p.Seq); err != nil {
+		return nil, s.notFound("read producer", err)
+	}
+	return &p, nil
 }

@@ -68,6 +68,7 @@ var schema = []string{
 		lease_token      TEXT NOT NULL,
 		lease_owner      TEXT NOT NULL,
 		lease_node       TEXT NOT NULL,
+		lease_resumable  INTEGER NOT NULL DEFAULT 0,
 		lease_expires_at INTEGER NOT NULL,
 		run              BLOB NOT NULL
 	)`,
@@ -75,6 +76,16 @@ var schema = []string{
 	// Only live runs are in this index, so the startup scan of ActiveRuns
 	// does not grow with the history of finished runs.
 	`CREATE INDEX IF NOT EXISTS runs_active ON runs (seq) WHERE ` + activeRunsWhere,
+
+	// The state of idempotent producers, written in the same transaction as
+	// the events of their appends.
+	`CREATE TABLE IF NOT EXISTS producers (
+		thread_id TEXT NOT NULL,
+		key       TEXT NOT NULL,
+		epoch     INTEGER NOT NULL,
+		seq       INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, key)
+	) WITHOUT ROWID`,
 
 	`CREATE TABLE IF NOT EXISTS checkpoints (
 		thread_id TEXT PRIMARY KEY,
@@ -110,16 +121,20 @@ const (
 	sqlInsertEvents = `INSERT INTO events (id, thread, epoch, type, run_id, message_id, data) VALUES `
 	sqlUpsertRun    = `INSERT INTO runs
 		(id, thread_id, status, idempotency_key, multitask,
-		 lease_token, lease_owner, lease_node, lease_expires_at, run)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 		 thread_id = excluded.thread_id, status = excluded.status,
 		 idempotency_key = excluded.idempotency_key, multitask = excluded.multitask,
 		 lease_token = excluded.lease_token, lease_owner = excluded.lease_owner,
 		 lease_node = excluded.lease_node, lease_expires_at = excluded.lease_expires_at,
+		 lease_resumable = excluded.lease_resumable,
 		 run = excluded.run`
 	sqlUpsertCheckpoint = `INSERT INTO checkpoints (thread_id, offset, data) VALUES (?, ?, ?)
 		ON CONFLICT (thread_id) DO UPDATE SET offset = excluded.offset, data = excluded.data`
+	sqlUpsertProducer = `INSERT INTO producers (thread_id, key, epoch, seq) VALUES (?, ?, ?, ?)
+		ON CONFLICT (thread_id, key) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq`
+	sqlDeleteProducers  = `DELETE FROM producers WHERE thread_id = ?`
 	sqlDeleteEvents     = `DELETE FROM events WHERE thread = ?`
 	sqlDeleteRuns       = `DELETE FROM runs WHERE thread_id = ?`
 	sqlDeleteCheckpoint = `DELETE FROM checkpoints WHERE thread_id = ?`
@@ -131,7 +146,7 @@ const (
 // Statements of the reader pool.
 const (
 	threadColumns = `id, status, metadata, created_at, updated_at, last_offset, active_run_id, version`
-	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, run`
+	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, run`
 
 	sqlThreadPK = `SELECT pk FROM threads WHERE id = ?`
 	// The cursor check and the thread lookup are one round trip.
@@ -157,4 +172,5 @@ const (
 	sqlRunByKey   = `SELECT ` + runColumns + ` FROM runs WHERE thread_id = ? AND idempotency_key = ?`
 	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs WHERE ` + activeRunsWhere + ` ORDER BY seq`
 	sqlCheckpoint = `SELECT offset, data FROM checkpoints WHERE thread_id = ?`
+	sqlProducer   = `SELECT epoch, seq FROM producers WHERE thread_id = ? AND key = ?`
 )

@@ -80,6 +80,10 @@ type Store struct {
 	cdb     *sql.DB
 	dirty   atomic.Bool // commits since the last checkpoint
 	walFull atomic.Bool // the writer should restart the WAL
+	// ckptMu keeps the checkpointer and the writer's restarts apart;
+	// lastRestart (writer only) spaces restarts that readers made fail.
+	ckptMu      sync.Mutex
+	lastRestart time.Time
 	// copies of checkpointEvery and walRestartPages, for the tests
 	ckptEvery       time.Duration
 	walRestartPages int

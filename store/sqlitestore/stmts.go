@@ -18,6 +18,7 @@ type writerStmts struct {
 	upsertRun, upsertCheckpoint        *sql.Stmt
 	deleteEvents, deleteRuns           *sql.Stmt
 	deleteCheckpoint, deleteThreadByPK *sql.Stmt
+	upsertProducer, deleteProducers    *sql.Stmt
 }
 
 func (w *writerStmts) list() []struct {
@@ -36,6 +37,7 @@ func (w *writerStmts) list() []struct {
 		{&w.upsertRun, sqlUpsertRun}, {&w.upsertCheckpoint, sqlUpsertCheckpoint},
 		{&w.deleteEvents, sqlDeleteEvents}, {&w.deleteRuns, sqlDeleteRuns},
 		{&w.deleteCheckpoint, sqlDeleteCheckpoint}, {&w.deleteThreadByPK, sqlDeleteThread},
+		{&w.upsertProducer, sqlUpsertProducer}, {&w.deleteProducers, sqlDeleteProducers},
 	}
 }
 
@@ -77,7 +79,7 @@ type readerStmts struct {
 	threads, threadsAfter                *sql.Stmt
 	threadsStatus, threadsStatusAfter    *sql.Stmt
 	run, runByKey, activeRuns            *sql.Stmt
-	checkpoint                           *sql.Stmt
+	checkpoint, producer                 *sql.Stmt
 }
 
 func (r *readerStmts) list() []struct {
@@ -93,7 +95,7 @@ func (r *readerStmts) list() []struct {
 		{&r.threads, sqlThreads}, {&r.threadsAfter, sqlThreadsAfter},
 		{&r.threadsStatus, sqlThreadsStatus}, {&r.threadsStatusAfter, sqlThreadsStatusAfter},
 		{&r.run, sqlRun}, {&r.runByKey, sqlRunByKey}, {&r.activeRuns, sqlActiveRuns},
-		{&r.checkpoint, sqlCheckpoint},
+		{&r.checkpoint, sqlCheckpoint}, {&r.producer, sqlProducer},
 	}
 }
 

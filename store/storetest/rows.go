@@ -26,7 +26,7 @@ func newRun(id, threadID string, status tether.RunStatus, key string) *store.Run
 		IdempotencyKey: key,
 		Multitask:      tether.MultitaskEnqueue,
 		Lease: store.Lease{Token: "token-" + id, Owner: "worker-1", Node: "node-1",
-			ExpiresAt: time.Now().Add(time.Minute)},
+			ExpiresAt: time.Now().Add(time.Minute), Resumable: true},
 	}
 	if status != tether.RunPending {
 		r.Run.StartedAt = now
@@ -55,7 +55,8 @@ func sameRun(tb testing.TB, what string, got, want *store.RunRecord) {
 	}
 	gl, wl := got.Lease, want.Lease
 	if got.IdempotencyKey != want.IdempotencyKey || got.Multitask != want.Multitask ||
-		gl.Token != wl.Token || gl.Owner != wl.Owner || gl.Node != wl.Node || !gl.ExpiresAt.Equal(wl.ExpiresAt) {
+		gl.Token != wl.Token || gl.Owner != wl.Owner || gl.Node != wl.Node || !gl.ExpiresAt.Equal(wl.ExpiresAt) ||
+		gl.Resumable != wl.Resumable {
 		tb.Fatalf("%s: key %q multitask %q lease %+v; want %q %q %+v", what,
 			got.IdempotencyKey, got.Multitask, got.Lease, want.IdempotencyKey, want.Multitask, want.Lease)
 	}

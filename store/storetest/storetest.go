@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"Runs", testRuns},
 		{"Threads", testThreads},
 		{"Checkpoint", testCheckpoint},
+		{"Producers", testProducers},
 		{"DeleteThread", testDeleteThread},
 		{"Reopen", testReopen},
 		{"Close", testClose},

@@ -1,0 +1,123 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+)
+
+// TestReclaimResumable: a worker of a resumable agent is lost while its run
+// waits for a person; another worker reclaims the run, still waiting on the
+// same request; the lost worker is fenced off; the answer reaches the new
+// worker; the run finishes.
+func TestReclaimResumable(t *testing.T) {
+	st := testutil.OpenStore(t, "")
+	e := newEngine(t, st, engine.Options{LeaseTTL: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{})
+	a, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "a", Agents: []string{"echo"}, Resumable: true, Wait: time.Second})
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, e, a, &tether.Event{Type: tether.EventRunWaiting, Request: &tether.Request{ID: "q1", Kind: "approval"}})
+	// Worker a is lost. Worker b (resumable too) gets the run back.
+	b, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "b", Agents: []string{"echo"}, Resumable: true, Wait: 10 * time.Second})
+	if err != nil || b == nil {
+		t.Fatalf("reclaim: %v %v", b, err)
+	}
+	if b.Run.ID != run.ID || b.Run.Attempt != 2 || b.Run.Status != tether.RunWaiting || b.Run.Request == nil || b.Run.Request.ID != "q1" || b.Run.WorkerID != "b" {
+		t.Fatalf("reclaimed run: %+v", b.Run)
+	}
+	_, err = e.Append(ctx, run.ID, a.Lease.Token, []*tether.Event{{Type: tether.EventCustom, Name: "zombie"}})
+	wantCode(t, err, tether.CodeLeaseLost)
+
+	sub, err := e.Subscribe(ctx, engine.SubscribeRequest{RunID: run.ID, Cursor: b.Offset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := e.SubmitInput(ctx, run.ID, "q1", json.RawMessage(`"yes"`)); err != nil {
+		t.Fatal(err)
+	}
+	recs := drain(t, sub, func(r []*tether.Record) bool { return r[len(r)-1].Type == tether.EventRunInput })
+	if recs[len(recs)-1].Type != tether.EventRunInput {
+		t.Fatal("the new worker did not see the answer")
+	}
+	mustAppend(t, e, b, answer("m1", "approved")...)
+	mustAppend(t, e, b, finished(tether.RunDone))
+	for _, ev := range readAll(t, st, "t1") {
+		if ev.Type == tether.EventCustom {
+			t.Fatal("the lost worker's event is in the log")
+		}
+	}
+}
+
+func TestResumeWindowAborts(t *testing.T) {
+	st := testutil.OpenStore(t, "")
+	e := newEngine(t, st, engine.Options{LeaseTTL: 100 * time.Millisecond, SweepInterval: 20 * time.Millisecond, ResumeWindow: 200 * time.Millisecond})
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{})
+	if c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "a", Agents: []string{"echo"}, Resumable: true, Wait: time.Second}); err != nil || c == nil {
+		t.Fatal(err)
+	}
+	// Nobody reclaims it: after the lease and the resume window, it ends.
+	testutil.Eventually(t, 10*time.Second, "run aborted", func() bool {
+		snap, _ := e.Run(ctx, run.ID)
+		return snap.Runs[0].Status == tether.RunAborted
+	})
+	snap, _ := e.Run(ctx, run.ID)
+	if snap.Runs[0].Error.Code != "worker_lost" {
+		t.Fatalf("error: %+v", snap.Runs[0].Error)
+	}
+}
+
+// TestTwoWorkersRace: many workers race to claim many runs; each run is
+// claimed exactly once.
+func TestTwoWorkersRace(t *testing.T) {
+	e, _ := setup(t)
+	ctx := ctxT(t)
+	const n = 30
+	for i := 0; i < n; i++ {
+		id := "t" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		mustThread(t, e, id)
+		mustRun(t, e, id, engine.RunRequest{})
+	}
+	got := make(chan string, 2*n)
+	done := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "w", Agents: []string{"echo"}, Wait: 100 * time.Millisecond})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c == nil {
+					return
+				}
+				got <- c.Run.ID
+			}
+		}()
+	}
+	for w := 0; w < 4; w++ {
+		<-done
+	}
+	close(got)
+	seen := map[string]bool{}
+	for id := range got {
+		if seen[id] {
+			t.Fatalf("run %s claimed twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d runs claimed, want %d", len(seen), n)
+	}
+}
