@@ -5,7 +5,8 @@
 // The same Agent runs in-process (package agents/runner, which claims runs
 // from the engine) or in a separate worker process (the Go client's worker,
 // over HTTP): only the [Transport] under the Session differs. Built-in
-// agents live in subpackages: demo (deterministic and scripted, the default).
+// agents live in subpackages: demo (deterministic and scripted, the default)
+// and openai (any OpenAI-compatible streaming chat endpoint).
 //
 // # Caveats
 //

@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/demo"
+	"github.com/tetherhq/tether/agents/openai"
 	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
@@ -25,6 +28,7 @@ import (
 
 type serveConfig struct {
 	addr, data, token, keysFile, nodeID, agent, cors, logLevel, logFormat, debugAddr string
+	openaiBaseURL, openaiModel, openaiKey                                            string
 	fsync, insecure                                                                  bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	maxBody, maxEvent                                                                int
@@ -50,6 +54,8 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name; its in-process runs are aborted when it restarts ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
+	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
+	fs.StringVar(&c.openaiModel, "openai-model", fs.envOr("TETHER_OPENAI_MODEL", ""), "model for the openai agent (runs may override it in metadata.openai.model) ($TETHER_OPENAI_MODEL)")
 	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins allowed to call the API from a browser, or * ($TETHER_CORS_ORIGINS)")
 	fs.StringVar(&c.logLevel, "log-level", fs.envOr("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error ($TETHER_LOG_LEVEL)")
 	fs.StringVar(&c.logFormat, "log-format", fs.envOr("TETHER_LOG_FORMAT", "text"), "text or json ($TETHER_LOG_FORMAT)")
@@ -64,6 +70,9 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.fsync, c.insecure = *fsync, *insecure
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent
+	// The key comes only from the environment, so that it never shows in
+	// the process list.
+	c.openaiKey = env("OPENAI_API_KEY")
 	return serve(ctx, c, stderr)
 }
 
@@ -94,7 +103,14 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	defer st.Close()
 
-	local := map[string]agents.Agent{demo.Name: demo.New()}
+	local, err := localAgents(c, log)
+	if err != nil {
+		return err
+	}
+	if _, ok := local[c.agent]; !ok {
+		log.Warn("the default agent is not an in-process agent: runs that name no agent wait for a worker that asks for it",
+			"agent", c.agent, "in_process", strings.Join(slices.Sorted(maps.Keys(local)), ","))
+	}
 	e := engine.New(st, engine.Options{
 		NodeID: c.nodeID, LeaseTTL: c.leaseTTL, SweepInterval: c.sweep, CancelGrace: c.cancelGrace,
 		MaxEventBytes: c.maxEvent, Logger: log,
@@ -165,6 +181,24 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// localAgents returns the in-process agents: demo always, openai when it
+// is the default agent or configured.
+func localAgents(c serveConfig, log *slog.Logger) (map[string]agents.Agent, error) {
+	local := map[string]agents.Agent{demo.Name: demo.New()}
+	if c.agent == openai.Name || c.openaiBaseURL != "" || c.openaiModel != "" {
+		base := c.openaiBaseURL
+		if base == "" {
+			base = openai.DefaultBaseURL
+		}
+		a, err := openai.New(openai.Options{BaseURL: base, Model: c.openaiModel, APIKey: c.openaiKey, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("openai agent: %w", err)
+		}
+		local[openai.Name] = a
+	}
+	return local, nil
 }
 
 func loadKeys(c serveConfig) ([]api.Key, error) {
