@@ -3,6 +3,7 @@ module github.com/tetherhq/tether
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0

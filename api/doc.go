@@ -1,6 +1,7 @@
 // Package api serves Tether's HTTP interface over an engine: REST for
 // threads, runs, final answers and workers; subscriptions as Server-Sent
-// Events or JSON long-polls; health and metrics. docs/protocol.md is the
+// Events, JSON long-polls, or many at once over one WebSocket (/v1/ws);
+// health and metrics. docs/protocol.md is the
 // contract it implements.
 //
 // Use New with an engine and Options, then serve Server.Handler with an

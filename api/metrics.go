@@ -20,6 +20,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	streams  prometheus.Gauge
+	sockets  prometheus.Gauge
 	slowCuts prometheus.Counter
 }
 
@@ -33,6 +34,7 @@ func newMetrics(e *engine.Engine) *metrics {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30},
 	}, []string{"route"})
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tether_sse_streams", Help: "Open SSE streams."})
+	m.sockets = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tether_ws_connections", Help: "Open WebSocket connections."})
 	m.slowCuts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tether_slow_consumer_cuts_total", Help: "Streams ended because the client fell too far behind.",
 	})
@@ -43,7 +45,7 @@ func newMetrics(e *engine.Engine) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.streams, m.slowCuts,
+	m.reg.MustRegister(m.requests, m.latency, m.streams, m.sockets, m.slowCuts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		counter("tether_events_committed_total", "Events committed to the store.", c.Events.Load),
 		counter("tether_batches_committed_total", "Store batches committed.", c.Batches.Load),

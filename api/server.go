@@ -35,6 +35,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxWait caps long-poll waits (?wait= and claim wait_ms). Defaults to 30s.
 	MaxWait time.Duration
+	// MaxSubscriptions limits the subscriptions open at once on one
+	// WebSocket. Defaults to 256.
+	MaxSubscriptions int
 	// Web, if set, is served at / (the chat page).
 	Web fs.FS
 	// Logger defaults to slog.Default().
@@ -59,6 +62,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = 30 * time.Second
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 256
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -116,6 +122,8 @@ func (s *Server) Handler() http.Handler {
 	handle("GET /v1/runs/{rid}/events", s.allow(s.runEvents, client, worker))
 	handle("POST /v1/runs/{rid}/cancel", s.allow(s.cancelRun, client))
 	handle("POST /v1/runs/{rid}/input", s.allow(s.submitInput, client))
+
+	handle("GET /v1/ws", s.wsToken(s.allow(s.websocket, client, worker)))
 
 	handle("POST /v1/workers/claim", s.allow(s.claim, worker))
 	handle("POST /v1/runs/{rid}/events", s.allow(s.appendEvents, worker))

@@ -112,10 +112,9 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 	}
 	rc := o.result.(*RunCreated)
 	if rc.Created {
+		// The run as created (pending), as its run.created event has it:
+		// re-reading it could already show a worker's claim.
 		rc.Before = o.before
-		if r, ok := e.committedRun(t, rc.Run.ID); ok {
-			rc.Run = r
-		}
 	}
 	return rc, nil
 }

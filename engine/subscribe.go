@@ -169,7 +169,7 @@ func (s *Subscription) Next(ctx context.Context) ([]*tether.Record, error) {
 		}
 		recs, err := s.sub.Next(ctx)
 		if err != nil {
-			return nil, err
+			return nil, s.historyErr(err)
 		}
 		if out := s.filter(recs); len(out) > 0 || s.done {
 			if len(out) == 0 {
@@ -189,7 +189,7 @@ func (s *Subscription) TryNext(ctx context.Context) ([]*tether.Record, error) {
 		}
 		recs, err := s.sub.TryNext(ctx)
 		if err != nil || len(recs) == 0 {
-			return nil, err
+			return nil, s.historyErr(err)
 		}
 		if out := s.filter(recs); len(out) > 0 || s.done {
 			if len(out) == 0 {
@@ -198,6 +198,15 @@ func (s *Subscription) TryNext(ctx context.Context) ([]*tether.Record, error) {
 			return out, nil
 		}
 	}
+}
+
+// historyErr reports a history read of a thread deleted meanwhile as the
+// end of the thread (hub.ErrClosed), like a delete seen live.
+func (s *Subscription) historyErr(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return hub.ErrClosed
+	}
+	return err
 }
 
 // filter keeps the records the subscription follows and notes its end.

@@ -31,7 +31,7 @@ type serveConfig struct {
 	openaiBaseURL, openaiModel, openaiKey                                            string
 	fsync, insecure                                                                  bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
-	maxBody, maxEvent                                                                int
+	maxBody, maxEvent, maxWSSubs                                                     int
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -52,6 +52,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	writeTimeout := fs.Duration("write-timeout", "TETHER_WRITE_TIMEOUT", 30*time.Second, "a stream whose client reads nothing for this long is cut")
 	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
+	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name; its in-process runs are aborted when it restarts ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
@@ -69,7 +70,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	c.fsync, c.insecure = *fsync, *insecure
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
-	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent
+	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	// The key comes only from the environment, so that it never shows in
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
@@ -124,7 +125,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 
 	srv := api.New(e, api.Options{
 		Keys: keys, CORSOrigins: splitList(c.cors), DefaultAgent: c.agent, Heartbeat: c.heartbeat,
-		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody),
+		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
 		Web: app.FS(), Logger: log,
 	})
 	hs := &http.Server{

@@ -1,0 +1,332 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/engine"
+)
+
+// The WebSocket endpoint, GET /v1/ws: many subscriptions on one socket, as
+// JSON text frames (docs/protocol.md §5, "WebSocket").
+//
+// Each socket has a reader (the handler's goroutine), one writer draining a
+// bounded outbound queue (wsout.go), a pinger, and one goroutine per
+// subscription that moves the engine subscription's records to the queue
+// (wssub.go). Every frame of a subscription (subscribed, snapshot, events,
+// end) is queued by its own goroutine, so they stay in order. The handler
+// returns only after every goroutine of the socket has ended.
+
+const (
+	// wsReadLimit is the largest frame a client may send; a larger one
+	// closes the socket with 1009 (StatusMessageTooBig). Client frames are
+	// small commands; the limit keeps one socket from pinning memory.
+	wsReadLimit = 64 << 10
+	// wsMaxIDLen bounds subscription ids, which are echoed in every frame.
+	wsMaxIDLen = 128
+)
+
+// wsToken lets browsers authenticate on the WebSocket route with
+// ?access_token=<token>: the browser WebSocket API cannot set an
+// Authorization header, and Tether uses no cookies. The token is moved into
+// the Authorization header (which wins if both are set) and removed from
+// the URL before anything else sees the request, so it is never logged or
+// echoed. Other routes do not accept it: a token in a URL can end up in
+// proxy logs and browser history, so it is taken only where there is no
+// other way. Use TLS, and a client-role token, in browsers.
+func (s *Server) wsToken(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has("access_token") {
+			tok := q.Get("access_token")
+			q.Del("access_token")
+			r = r.Clone(r.Context())
+			r.URL.RawQuery = q.Encode()
+			r.RequestURI = r.URL.RequestURI()
+			if r.Header.Get("Authorization") == "" && tok != "" {
+				r.Header.Set("Authorization", "Bearer "+tok)
+			}
+		}
+		h(w, r)
+	}
+}
+
+// websocket serves GET /v1/ws. Auth (by s.allow) and the origin check
+// happen before the upgrade, so a refused client gets a plain HTTP error.
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.shutdown:
+		s.writeError(w, r, tether.Errorf(tether.CodeUnavailable, "the server is shutting down"))
+		return
+	default:
+	}
+	// A worker token may follow runs only, as on SSE.
+	worker := false
+	if s.auth != nil {
+		if k, err := s.auth.check(r); err == nil && k.Role == RoleWorker {
+			worker = true
+		}
+	}
+	s.streams.Add(1)
+	defer s.streams.Done()
+	c, err := websocket.Accept(w, r, s.acceptOptions())
+	if err != nil {
+		return // Accept answered (403 for a foreign origin, 426 without an upgrade)
+	}
+	c.SetReadLimit(wsReadLimit)
+	s.metrics.sockets.Inc()
+	defer s.metrics.sockets.Dec()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	wc := &wsConn{
+		s: s, c: c, ctx: ctx, cancel: cancel, worker: worker, reqID: requestID(r),
+		out:  newWSQueue(int(wsQueueBytes.Load())),
+		subs: make(map[string]*wsSub),
+	}
+	wc.bg.Add(2)
+	go wc.writeLoop()
+	go wc.pingLoop()
+	defer func() {
+		cancel()
+		wc.subWG.Wait()
+		wc.bg.Wait()
+		_ = c.CloseNow()
+	}()
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			return // closed by the client, too large (1009), cut, or shut down
+		}
+		// Answers are queued unconditionally, so hold further commands
+		// while the queue is full: a client that sends but does not read
+		// is slowed down, not buffered.
+		if !wc.out.waitRoom(ctx, nil) {
+			return
+		}
+		wc.handle(typ, data)
+	}
+}
+
+// acceptOptions allows the page's own origin and Options.CORSOrigins.
+// Checking the origin matters most when auth is off (on loopback): it keeps
+// other sites' pages from reading a local server through a visitor's
+// browser.
+func (s *Server) acceptOptions() *websocket.AcceptOptions {
+	o := &websocket.AcceptOptions{}
+	for _, origin := range s.opts.CORSOrigins {
+		if origin == "*" {
+			o.InsecureSkipVerify = true
+		}
+		o.OriginPatterns = append(o.OriginPatterns, origin)
+	}
+	return o
+}
+
+// wsConn is one socket.
+type wsConn struct {
+	s      *Server
+	c      *websocket.Conn
+	ctx    context.Context // ends with the socket
+	cancel context.CancelFunc
+	worker bool // a worker token: run subscriptions only
+	reqID  string
+	out    *wsQueue
+	bg     sync.WaitGroup // writer and pinger
+	subWG  sync.WaitGroup // subscription goroutines
+
+	mu      sync.Mutex
+	subs    map[string]*wsSub
+	closing bool // shutting down: no new subscriptions
+}
+
+// wsRequest is a client frame. Fields beyond op and id depend on op.
+type wsRequest struct {
+	Op        string   `json:"op"`
+	ID        string   `json:"id"`
+	ThreadID  string   `json:"thread_id"`
+	RunID     string   `json:"run_id"`
+	MessageID string   `json:"message_id"`
+	After     string   `json:"after"`
+	Types     []string `json:"types"`
+}
+
+// handle answers one client frame. Every error is an error frame; the
+// socket stays open.
+func (wc *wsConn) handle(typ websocket.MessageType, data []byte) {
+	if typ != websocket.MessageText {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "binary frames are not supported; send JSON text frames"))
+		return
+	}
+	if !json.Valid(data) {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "the frame is not valid JSON"))
+		return
+	}
+	if b := bytes.TrimLeft(data, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "a frame must be a JSON object"))
+		return
+	}
+	var head struct {
+		Op json.RawMessage `json:"op"`
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(data, &head) // a valid object: cannot fail
+	var op, id string
+	if len(head.ID) > 0 && string(head.ID) != "null" {
+		if json.Unmarshal(head.ID, &id) != nil || id == "" || len(id) > wsMaxIDLen {
+			wc.sendError("", tether.Errorf(tether.CodeBadRequest, "id must be a non-empty string of at most %d bytes", wsMaxIDLen))
+			return
+		}
+	}
+	if len(head.Op) > 0 && json.Unmarshal(head.Op, &op) != nil {
+		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "op must be a string"))
+		return
+	}
+	switch op {
+	case "ping":
+		wc.out.push(wsFrame{head: pongFrame(id)})
+		return
+	case "pong":
+		return // a client may answer our pings; nothing to do
+	case "subscribe", "unsubscribe":
+	case "":
+		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "op is missing"))
+		return
+	default:
+		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "unknown op %q (want subscribe, unsubscribe or ping)", op))
+		return
+	}
+	if id == "" {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "id is missing"))
+		return
+	}
+	var req wsRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "%s", tether.JSONError(err)))
+		return
+	}
+	if op == "unsubscribe" {
+		wc.unsubscribe(id)
+		return
+	}
+	wc.subscribe(id, req)
+}
+
+// subscribe starts a subscription, or answers why not.
+func (wc *wsConn) subscribe(id string, req wsRequest) {
+	wc.mu.Lock()
+	_, dup := wc.subs[id]
+	n := len(wc.subs)
+	wc.mu.Unlock()
+	limit := wc.s.opts.MaxSubscriptions
+	switch {
+	case dup:
+		wc.sendError(id, tether.Errorf(tether.CodeConflict, "subscription %s already exists", id))
+		return
+	case n >= limit:
+		wc.sendError(id, tether.Errorf(tether.CodeTooLarge, "a socket may hold at most %d subscriptions", limit))
+		return
+	case req.ThreadID == "" && req.RunID == "":
+		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "thread_id or run_id is required"))
+		return
+	case wc.worker && req.RunID == "":
+		wc.sendError(id, tether.Errorf(tether.CodeForbidden, "a worker token may only subscribe to runs"))
+		return
+	}
+	cursor, err := tether.ParseCursor(req.After)
+	if err != nil {
+		wc.sendError(id, err)
+		return
+	}
+	es, err := wc.s.e.Subscribe(wc.ctx, engine.SubscribeRequest{
+		ThreadID: req.ThreadID, RunID: req.RunID, MessageID: req.MessageID, Types: req.Types, Cursor: cursor,
+	})
+	if err != nil {
+		wc.sendError(id, err)
+		return
+	}
+	sub := newWSSub(id, es)
+	wc.mu.Lock()
+	if wc.closing {
+		wc.mu.Unlock()
+		es.Close()
+		wc.sendError(id, tether.Errorf(tether.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	// Only this goroutine adds subscriptions, so the checks above hold.
+	wc.subs[id] = sub
+	wc.subWG.Add(1)
+	wc.mu.Unlock()
+	go wc.follow(sub)
+}
+
+// unsubscribe ends a subscription with reason unsubscribed. It waits for
+// the subscription's goroutine, so that its end frame comes before
+// anything about a later subscription with the same id.
+func (wc *wsConn) unsubscribe(id string) {
+	wc.mu.Lock()
+	sub := wc.subs[id]
+	delete(wc.subs, id)
+	wc.mu.Unlock()
+	if sub == nil {
+		wc.sendError(id, tether.Errorf(tether.CodeNotFound, "subscription %s not found", id))
+		return
+	}
+	sub.stop(wsUnsubscribed)
+	<-sub.done
+}
+
+// stopAll ends every subscription with reason and waits for their
+// goroutines; later subscribes are refused.
+func (wc *wsConn) stopAll(reason string) {
+	wc.mu.Lock()
+	wc.closing = true
+	subs := make([]*wsSub, 0, len(wc.subs))
+	for id, sub := range wc.subs {
+		subs = append(subs, sub)
+		delete(wc.subs, id)
+	}
+	wc.mu.Unlock()
+	for _, sub := range subs {
+		sub.stop(reason)
+	}
+	wc.subWG.Wait()
+}
+
+// forget removes a subscription that ended by itself.
+func (wc *wsConn) forget(sub *wsSub) {
+	wc.mu.Lock()
+	if wc.subs[sub.id] == sub {
+		delete(wc.subs, sub.id)
+	}
+	wc.mu.Unlock()
+}
+
+// sendError queues an error frame. Errors that are not *tether.Error are
+// internal: logged in full, sent with a generic message.
+func (wc *wsConn) sendError(id string, err error) {
+	var te *tether.Error
+	if !errors.As(err, &te) {
+		if wc.ctx.Err() != nil {
+			return // the socket is gone
+		}
+		wc.s.log.Error("websocket", "request_id", wc.reqID, "id", id, "err", err)
+		te = tether.Wrap(err, tether.CodeInternal, "internal error")
+	}
+	msg := te.Message
+	if msg == "" {
+		msg = string(te.Code)
+	}
+	wc.out.push(wsFrame{head: []byte(jsonOf(struct {
+		Op    string           `json:"op"`
+		ID    string           `json:"id,omitempty"`
+		Error tether.ErrorInfo `json:"error"`
+	}{"error", id, tether.ErrorInfo{Code: string(te.Code), Message: msg}}))})
+}

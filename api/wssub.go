@@ -1,0 +1,193 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/hub"
+)
+
+// Reasons of end frames.
+const (
+	wsRunFinished     = "run_finished"
+	wsMessageFinished = "message_finished"
+	wsUnsubscribed    = "unsubscribed"
+	wsThreadDeleted   = "thread_deleted"
+	wsSlowConsumer    = "slow_consumer"
+	wsShutdown        = "shutdown"
+	wsError           = "error"
+)
+
+// wsSub is one subscription of a socket.
+type wsSub struct {
+	id     string
+	es     *engine.Subscription
+	prefix []byte // {"op":"event","id":<id>,"event":
+
+	once   sync.Once
+	halt   chan struct{} // closed by stop
+	reason string        // why halt was closed; set before
+	done   chan struct{} // closed when the goroutine has ended
+}
+
+func newWSSub(id string, es *engine.Subscription) *wsSub {
+	return &wsSub{
+		id: id, es: es, prefix: []byte(`{"op":"event","id":` + jsonOf(id) + `,"event":`),
+		halt: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// stop asks the subscription's goroutine to end with reason.
+func (sub *wsSub) stop(reason string) {
+	sub.once.Do(func() {
+		sub.reason = reason
+		close(sub.halt)
+	})
+}
+
+// follow moves a subscription's frames to the queue: subscribed, the
+// snapshot when due, every event, and an end frame, unless the socket is
+// gone. Before each frame it waits for room in the queue; meanwhile the
+// engine subscription buffers, up to the hub's per-subscriber bound, and a
+// subscription that falls further behind is cut there (hub.ErrSlow) and
+// ended slow_consumer. So the queue stays bounded, and only the
+// subscriptions that cannot keep up are ended, not every one that happens
+// to queue a frame when the queue is full.
+func (wc *wsConn) follow(sub *wsSub) {
+	defer wc.subWG.Done()
+	defer close(sub.done)
+	defer wc.forget(sub)
+	defer sub.es.Close()
+
+	es := sub.es
+	// resume is the cursor after everything queued: the last event queued,
+	// or past it the last one the filters skipped.
+	resume := es.Scanned()
+	wc.out.push(wsFrame{head: subscribedFrame(sub.id, es)})
+	// Until its snapshot is queued, a subscription has no cursor to resume
+	// from (its end has no offset): the client subscribes again without.
+	if es.Snapshot != nil && !wc.put(sub, wsFrame{head: snapshotFrame(sub.id, es.Snapshot)}, "") {
+		return
+	}
+	for {
+		select {
+		case <-sub.halt:
+			wc.end(sub, sub.reason, resume)
+			return
+		case <-wc.ctx.Done():
+			return
+		default:
+		}
+		recs, err := es.TryNext(wc.ctx)
+		for _, rec := range recs {
+			if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, resume) {
+				return
+			}
+			resume = rec.Offset
+		}
+		if len(recs) > 0 {
+			resume = es.Scanned()
+		}
+		if err != nil {
+			if reason := wc.endReason(sub, err); reason != "" {
+				wc.end(sub, reason, resume)
+			}
+			return
+		}
+		if len(recs) > 0 {
+			continue
+		}
+		select {
+		case <-sub.halt:
+			wc.end(sub, sub.reason, resume)
+			return
+		case <-wc.ctx.Done():
+			return
+		case <-es.Ready():
+		}
+	}
+}
+
+// put queues f once there is room. If the subscription is stopped
+// meanwhile it queues the end frame instead; it returns false then and when
+// the socket is gone.
+func (wc *wsConn) put(sub *wsSub, f wsFrame, resume tether.Offset) bool {
+	if wc.out.put(wc.ctx, sub.halt, f) {
+		return true
+	}
+	if wc.ctx.Err() == nil {
+		wc.end(sub, sub.reason, resume)
+	}
+	return false
+}
+
+// endReason says why a subscription's records ended with err, or "" when
+// the socket is gone (nothing to tell).
+func (wc *wsConn) endReason(sub *wsSub, err error) string {
+	switch {
+	case errors.Is(err, io.EOF):
+		if sub.es.MessageID != "" {
+			return wsMessageFinished
+		}
+		return wsRunFinished
+	case errors.Is(err, hub.ErrSlow):
+		wc.s.metrics.slowCuts.Inc()
+		return wsSlowConsumer
+	case wc.ctx.Err() != nil:
+		return ""
+	}
+	// The thread was deleted (which closes its subscriptions, or fails a
+	// read of its history under way), or the engine is closing.
+	select {
+	case <-wc.s.shutdown:
+		return wsShutdown
+	default:
+	}
+	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
+		return wsThreadDeleted
+	}
+	if errors.Is(err, hub.ErrClosed) {
+		return wsShutdown
+	}
+	wc.s.log.Warn("websocket subscription ended", "request_id", wc.reqID, "id", sub.id,
+		"thread", sub.es.ThreadID, "err", err)
+	return wsError
+}
+
+// end queues a subscription's end frame. It is queued even when the queue
+// is full: it is small and comes once per subscription.
+func (wc *wsConn) end(sub *wsSub, reason string, resume tether.Offset) {
+	wc.out.push(wsFrame{head: []byte(jsonOf(struct {
+		Op     string        `json:"op"`
+		ID     string        `json:"id"`
+		Reason string        `json:"reason"`
+		Offset tether.Offset `json:"offset,omitempty"`
+	}{"end", sub.id, reason, resume}))})
+}
+
+func subscribedFrame(id string, es *engine.Subscription) []byte {
+	return []byte(jsonOf(struct {
+		Op        string        `json:"op"`
+		ID        string        `json:"id"`
+		ThreadID  string        `json:"thread_id"`
+		RunID     string        `json:"run_id,omitempty"`
+		MessageID string        `json:"message_id,omitempty"`
+		Offset    tether.Offset `json:"offset"`
+	}{"subscribed", id, es.ThreadID, es.RunID, es.MessageID, es.Tail}))
+}
+
+// snapshotFrame is {"op":"snapshot","id":…, followed by the snapshot's
+// own fields.
+func snapshotFrame(id string, snap *tether.Snapshot) []byte {
+	body := jsonOf(snap)
+	b := make([]byte, 0, len(body)+len(id)+32)
+	b = append(b, `{"op":"snapshot","id":`...)
+	b = append(b, jsonOf(id)...)
+	if len(body) > 2 { // a snapshot always has fields; be safe anyway
+		b = append(b, ',')
+	}
+	return append(b, body[1:]...)
+}
