@@ -59,10 +59,19 @@ func (s *Session) CancelRequested() bool { return s.cancel }
 // Finished reports whether the session has sent run.finished.
 func (s *Session) Finished() bool { return s.finished }
 
-// NewMessageID returns a new message ID unique within the run.
+// NewMessageID returns a new message ID unique within the run, also across
+// attempts: a reclaimed run's earlier messages are still in the thread.
 func (s *Session) NewMessageID() string {
 	s.seq++
-	return fmt.Sprintf("%s-m%d", s.Run.ID, s.seq)
+	return s.idPrefix() + fmt.Sprintf("m%d", s.seq)
+}
+
+// idPrefix makes the IDs a session creates unique to its attempt.
+func (s *Session) idPrefix() string {
+	if s.Run.Attempt > 1 {
+		return fmt.Sprintf("%s-a%d-", s.Run.ID, s.Run.Attempt)
+	}
+	return s.Run.ID + "-"
 }
 
 // StartMessage starts a message and returns its ID.
@@ -140,7 +149,7 @@ func (s *Session) Wait(ctx context.Context, kind string, payload any) (json.RawM
 		return nil, err
 	}
 	s.seq++
-	req := &tether.Request{ID: fmt.Sprintf("%s-r%d", s.Run.ID, s.seq), Kind: kind, Payload: p}
+	req := &tether.Request{ID: s.idPrefix() + fmt.Sprintf("r%d", s.seq), Kind: kind, Payload: p}
 	if err := s.Emit(ctx, &tether.Event{Type: tether.EventRunWaiting, Request: req}); err != nil {
 		return nil, err
 	}

@@ -14,8 +14,11 @@ import (
 // readBody reads a request body of at most limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
+		// Bodies are always JSON. text/plain (browsers' simple requests) and
+		// application/x-www-form-urlencoded (what curl -d sends) are taken
+		// as JSON too; anything else is a mistake worth reporting.
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && mt != "text/plain") {
+		if err != nil || (mt != "application/json" && mt != "text/plain" && mt != "application/x-www-form-urlencoded") {
 			return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json")
 		}
 	}

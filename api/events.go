@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -247,11 +246,11 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 
 	recs, err := sub.TryNext(ctx)
 	if err == nil && len(recs) == 0 && wait > 0 && !sub.Done() {
-		wctx, cancel := context.WithTimeout(ctx, wait)
+		wctx, cancel := s.untilShutdown(ctx, wait)
 		recs, err = sub.Next(wctx)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = nil
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = nil // the wait ended (or the server is stopping): answer with what there is
 		}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {

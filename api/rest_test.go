@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -244,4 +245,37 @@ func TestCancelDemoRun(t *testing.T) {
 		t.Fatalf("thread after cancel: %s", snap.Thread.Status)
 	}
 	_ = json.Valid
+}
+
+func TestLongPollsEndAtShutdown(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.thread("t1")
+	done := make(chan int, 2)
+	go func() {
+		done <- v.do("GET", "/v1/threads/t1/events?wait=20000&after=-1", nil, "Accept", "application/json").status
+	}()
+	go func() {
+		done <- v.do("POST", "/v1/workers/claim", `{"worker_id":"w","agents":["nobody"],"wait_ms":20000}`).status
+	}()
+	time.Sleep(100 * time.Millisecond) // let both requests start waiting
+	v.srv.Shutdown()
+	for i := 0; i < 2; i++ {
+		select {
+		case status := <-done:
+			if status != 200 && status != 204 {
+				t.Fatalf("long poll answered %d at shutdown", status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a long poll held the shutdown")
+		}
+	}
+}
+
+func TestCurlContentType(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	// curl -d sends application/x-www-form-urlencoded; the body is JSON.
+	v.mustDo(201, "POST", "/v1/threads", `{"id":"c1"}`, "Content-Type", "application/x-www-form-urlencoded")
+	if r := v.mustDo(400, "POST", "/v1/threads", `{"id":"c2"}`, "Content-Type", "multipart/form-data; boundary=x"); r.code() != "bad_request" {
+		t.Fatal(r.code())
+	}
 }

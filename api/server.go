@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -80,6 +81,8 @@ type Server struct {
 	metrics *metrics
 
 	shutdown     chan struct{}
+	stopping     context.Context // done once shutdown starts
+	stopAll      context.CancelFunc
 	shutdownOnce sync.Once
 	streams      sync.WaitGroup
 	ready        atomic.Bool
@@ -89,6 +92,7 @@ type Server struct {
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys), shutdown: make(chan struct{})}
+	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.metrics = newMetrics(e)
 	s.ready.Store(true)
 	return s
@@ -141,8 +145,18 @@ func (s *Server) Shutdown() {
 	s.shutdownOnce.Do(func() {
 		s.ready.Store(false)
 		close(s.shutdown)
+		s.stopAll()
 	})
 	s.streams.Wait()
+}
+
+// untilShutdown returns a context for a long poll: it ends after d, when
+// the request ends, or when the server starts shutting down, so that a
+// long poll never holds a shutdown.
+func (s *Server) untilShutdown(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	stop := context.AfterFunc(s.stopping, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // SetReady sets what /readyz answers (a server that is draining answers

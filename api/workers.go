@@ -26,7 +26,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
-	c, err := s.e.Claim(r.Context(), engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait, Resumable: body.Resumable})
+	ctx, cancel := s.untilShutdown(r.Context(), wait+time.Second)
+	defer cancel()
+	c, err := s.e.Claim(ctx, engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait, Resumable: body.Resumable})
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		err, c = nil, nil // the server is stopping: nothing came
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -33,6 +33,54 @@
 // Errors from the server are *tether.Error values with the server's code,
 // so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them.
 //
+// # Workers
+//
+// A [Worker] runs agents in your own process: the same [agents.Agent] that
+// the server runs in-process. It claims runs over HTTP for the agents'
+// names and gives each agent an agents.Session whose events go to the
+// server:
+//
+//	w, err := c.NewWorker(client.WorkerOptions{Agents: map[string]agents.Agent{"echo": echo}})
+//	if err != nil {
+//		return err
+//	}
+//	return w.Run(ctx) // claims and runs until ctx ends
+//
+// For each run it claims, the worker does what the in-process runner does:
+// it follows the run from its run.started event, hands run.input to
+// Session.Wait, and cancels the agent's context on run.cancel_requested, on
+// a run.finished by the server, and when the lease is lost; it renews the
+// lease every third of its TTL while no append did; when the agent
+// returns, it finishes the run unless the agent did: done if the agent
+// returned nil, cancelled if a cancel was requested, else error with code
+// agent_error and a generic message (the real error, or the panic, goes to
+// the worker's log).
+//
+// Appends are idempotent: each carries Producer-Id (the worker ID),
+// Producer-Epoch (the run's attempt - 1) and Producer-Seq (0, 1, 2… within
+// the run). A transport error or a 408, 429 or 5xx answer is retried with
+// backoff and jitter and the same sequence number, so an append that was
+// committed but whose answer was lost (a crash, a cut connection) comes
+// back as a duplicate (204), never as a second copy. Heartbeats are
+// retried the same way.
+//
+// While the server is down, Emit blocks and retries for as long as the
+// lease may still be valid. The server keeps a worker's lease across its
+// own restart, so the first append after it is back renews the lease and
+// the run goes on. The worker gives up two lease TTLs after the last
+// answer that renewed the lease (one TTL is the lease; the second covers
+// renewals whose answers were lost, which the server can only have made
+// while the lease was valid): Emit then returns an error with code
+// lease_lost, the agent's context ends, and the run is left to the
+// server, which aborts it (worker_lost) or hands it to another worker.
+//
+// Answers that retrying cannot change end the agent's context when they
+// mean the run is out of the worker's hands: 404 (the run or its thread is
+// gone), 410 lease_lost, 401 and 403 (also a stale Producer-Epoch: a later
+// attempt of the run took over), and a 409 that reports a gap in the
+// producer's sequence. Other refusals (400, 413, a 409 for an event that is
+// impossible now) are returned to the agent by Emit.
+//
 // # Caveats
 //
 //   - A subscription resumes by itself only while it is iterated. To pick
@@ -64,4 +112,14 @@
 //     also retried after transport errors and other 5xx answers.
 //   - The default HTTP client has no timeout, since streams are long: bound
 //     REST calls with the context.
+//   - A worker's Emit whose context ends while its append is in flight may
+//     still be appended: the worker sends that batch again, with its
+//     sequence number, before the next one, so its events land at most
+//     once and in order.
+//   - When Worker.Run's context ends, the running agents are cancelled but
+//     their runs are not finished: the server aborts them when their leases
+//     expire, or hands them to another worker if the agents are Resumable.
+//   - A claim whose answer is lost (the server crashed right after it, or
+//     Run's context ended during the long poll) leaves a run that no worker
+//     runs until its lease expires; then it ends the same way.
 package client

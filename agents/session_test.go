@@ -1,0 +1,68 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agents"
+)
+
+// recorder is a Transport that keeps what is appended.
+type recorder struct{ events []*tether.Event }
+
+func (r *recorder) Append(_ context.Context, evs []*tether.Event) (bool, error) {
+	r.events = append(r.events, evs...)
+	return false, nil
+}
+
+func (r *recorder) WaitInput(context.Context, string) (json.RawMessage, error) {
+	return json.RawMessage(`"ok"`), nil
+}
+
+// TestIDsUniqueAcrossAttempts: a reclaimed run's session must not reuse the
+// message and request IDs of the attempt before it, which are in the log.
+func TestIDsUniqueAcrossAttempts(t *testing.T) {
+	ids := map[string]bool{}
+	for attempt := 1; attempt <= 3; attempt++ {
+		rec := &recorder{}
+		s := agents.NewSession(tether.Run{ID: "run_x", Attempt: attempt}, nil, rec)
+		m, err := s.StartMessage(context.Background(), tether.RoleAssistant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Wait(context.Background(), "approval", nil); err != nil {
+			t.Fatal(err)
+		}
+		req := rec.events[1].Request.ID
+		for _, id := range []string{m, req} {
+			if ids[id] || !tether.ValidID(id) || !strings.HasPrefix(id, "run_x-") {
+				t.Fatalf("attempt %d: id %q reused or invalid", attempt, id)
+			}
+			ids[id] = true
+		}
+	}
+}
+
+func TestSessionFinish(t *testing.T) {
+	rec := &recorder{}
+	s := agents.NewSession(tether.Run{ID: "r", Attempt: 1}, []tether.Message{
+		{Role: tether.RoleUser, Parts: []tether.Part{{Type: tether.PartText, Text: "first"}}},
+		{Role: tether.RoleAssistant, Parts: []tether.Part{{Type: tether.PartText, Text: "reply"}}},
+		{Role: tether.RoleUser, Parts: []tether.Part{{Type: tether.PartText, Text: "last "}, {Type: tether.PartText, Text: "question"}}},
+	}, rec)
+	if p := s.Prompt(); p != "last question" {
+		t.Fatalf("prompt %q", p)
+	}
+	if err := s.Finish(context.Background(), tether.RunError, &tether.ErrorInfo{Code: "x", Message: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Finished() || string(rec.events[0].Error) != `{"code":"x","message":"y"}` {
+		t.Fatalf("finish: %+v", rec.events[0])
+	}
+	if err := s.Custom(context.Background(), "late", nil); err != agents.ErrFinished {
+		t.Fatalf("emit after finish: %v", err)
+	}
+}

@@ -1,0 +1,724 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agents"
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+)
+
+// workerEnv is a real server (engine and API over httptest, SQLite under
+// t.TempDir()) and two clients of it: the worker's, whose requests go
+// through faults, and a plain one for the test's own calls.
+type workerEnv struct {
+	t      *testing.T
+	e      *engine.Engine
+	c      *Client // the worker's
+	admin  *Client
+	faults *faults
+	logs   *lockedBuffer // the worker's log
+}
+
+func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	st := testutil.OpenStore(t, "")
+	if eopts.LeaseTTL == 0 {
+		eopts.LeaseTTL = 3 * time.Second
+	}
+	eopts.SweepInterval = 50 * time.Millisecond
+	eopts.Logger = quiet
+	e := engine.New(st, eopts)
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(e, api.Options{Logger: quiet})
+	hs := httptest.NewServer(srv.Handler())
+	f := &faults{base: &http.Transport{}, hangs: make(chan int, 16)}
+	plain := &http.Transport{}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		f.base.(*http.Transport).CloseIdleConnections()
+		plain.CloseIdleConnections()
+		hs.Close()
+		e.Close()
+	})
+	opts := func(tr http.RoundTripper) *Options {
+		return &Options{HTTPClient: &http.Client{Transport: tr}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	}
+	return &workerEnv{t: t, e: e, c: New(hs.URL, opts(f)), admin: New(hs.URL, opts(plain)), faults: f, logs: &lockedBuffer{}}
+}
+
+// start runs a worker with the agents until the test ends.
+func (v *workerEnv) start(opts WorkerOptions) *Worker {
+	v.t.Helper()
+	if opts.ID == "" {
+		opts.ID = "test-worker"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(v.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	opts.ClaimWait = 2 * time.Second
+	w, err := v.c.NewWorker(opts)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	v.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				v.t.Errorf("worker: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			v.t.Errorf("the worker did not stop")
+		}
+	})
+	return w
+}
+
+// newRun creates a thread and a run of agent with one user message.
+func (v *workerEnv) newRun(agent, prompt string) tether.Run {
+	v.t.Helper()
+	ctx := context.Background()
+	th, err := v.admin.CreateThread(ctx, "", nil)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	run, err := v.admin.CreateRun(ctx, th.ID, RunRequest{
+		Agent: agent,
+		Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: prompt}}},
+	})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return run
+}
+
+// waitRun polls the run until cond holds and returns it.
+func (v *workerEnv) waitRun(id, what string, cond func(tether.Run) bool) tether.Run {
+	v.t.Helper()
+	var run tether.Run
+	testutil.Eventually(v.t, 30*time.Second, what, func() bool {
+		snap, err := v.admin.Run(context.Background(), id)
+		if err != nil {
+			v.t.Fatalf("get run: %v", err)
+		}
+		run = snap.Runs[0]
+		return cond(run)
+	})
+	return run
+}
+
+func (v *workerEnv) waitEnded(id string) tether.Run {
+	v.t.Helper()
+	return v.waitRun(id, "the run to end", func(r tether.Run) bool { return r.Status.Terminal() })
+}
+
+// events reads the run's whole log.
+func (v *workerEnv) events(id string) []*tether.Event {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*tether.Event
+	for u, err := range v.admin.Subscribe(ctx, SubscribeRequest{RunID: id, After: tether.OffsetStart}) {
+		if err != nil {
+			v.t.Fatalf("read the log: %v", err)
+		}
+		out = append(out, u.Event)
+	}
+	return out
+}
+
+// text joins the text deltas of events.
+func text(evs []*tether.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Type == tether.EventTextDelta {
+			b.WriteString(e.Delta)
+		}
+	}
+	return b.String()
+}
+
+func count(evs []*tether.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// faults is a RoundTripper that can lose the answers of appends after the
+// server processed them, hold them until the request is cancelled, or
+// refuse every connection as a server that is down would.
+type faults struct {
+	base http.RoundTripper
+
+	mu      sync.Mutex
+	appends int          // appends seen, counting retries
+	drop    map[int]bool // appends (numbered from 1) whose answer is lost
+	hang    map[int]bool // appends whose answer never comes
+	downAt  int          // the server goes down after processing this append (0: never)
+	down    bool
+	hangs   chan int                   // gets the number of each append held
+	open    map[io.ReadCloser]struct{} // bodies being read: cut when the server goes down
+}
+
+var errInjected = errors.New("injected fault: the connection broke before the answer")
+
+func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	n, drop, hang, down := 0, false, false, f.down
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/events") && !down {
+		f.appends++
+		n = f.appends
+		drop, hang = f.drop[n], f.hang[n]
+		if n == f.downAt {
+			drop = true
+			f.goDown()
+		}
+	}
+	f.mu.Unlock()
+	if down {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	resp, err := f.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if !drop && !hang {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.down {
+			resp.Body.Close()
+			return nil, errInjected
+		}
+		if f.open == nil {
+			f.open = make(map[io.ReadCloser]struct{})
+		}
+		resp.Body = &trackedBody{ReadCloser: resp.Body, f: f}
+		f.open[resp.Body] = struct{}{}
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if hang {
+		f.hangs <- n
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return nil, errInjected
+}
+
+// goDown refuses every new connection and cuts the answers being read,
+// as a server killed with SIGKILL would. f.mu is held.
+func (f *faults) goDown() {
+	f.down = true
+	for b := range f.open {
+		b.(*trackedBody).ReadCloser.Close()
+	}
+}
+
+// trackedBody is an answer's body that faults can cut.
+type trackedBody struct {
+	io.ReadCloser
+	f *faults
+}
+
+func (b *trackedBody) Close() error {
+	b.f.mu.Lock()
+	delete(b.f.open, b)
+	b.f.mu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+func (f *faults) set(fn func(f *faults)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *faults) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appends
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// speaker streams one assistant message, one text.delta per word, with a
+// pause before each.
+func speaker(words []string, pause time.Duration) agents.Func {
+	return func(ctx context.Context, s *agents.Session) error {
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		for _, w := range words {
+			if err := sleep(ctx, pause); err != nil {
+				return err
+			}
+			if err := s.Text(ctx, msg, w); err != nil {
+				return err
+			}
+		}
+		return s.FinishMessage(ctx, msg, tether.MessageDone)
+	}
+}
+
+func wordList(n int) []string {
+	ws := make([]string, n)
+	for i := range ws {
+		ws[i] = fmt.Sprintf("w%d ", i)
+	}
+	return ws
+}
+
+// checkOnce checks that the log holds the message of speaker once, whole.
+func checkOnce(t *testing.T, evs []*tether.Event, words []string) {
+	t.Helper()
+	if got, want := text(evs), strings.Join(words, ""); got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	if n := count(evs, tether.EventTextDelta); n != len(words) {
+		t.Errorf("%d text.delta events, want %d", n, len(words))
+	}
+	for _, typ := range []string{tether.EventMessageStarted, tether.EventMessageFinished, tether.EventRunFinished, tether.EventRunStarted} {
+		if n := count(evs, typ); n != 1 {
+			t.Errorf("%d %s events, want 1", n, typ)
+		}
+	}
+}
+
+func TestWorkerStreamsRun(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	full := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		steps := []func() error{
+			func() error { return s.Reasoning(ctx, msg, "thinking about "+s.Prompt()) },
+			func() error { return s.ToolStarted(ctx, msg, "c1", "search") },
+			func() error { return s.ToolDelta(ctx, msg, "c1", `{"q":"x"}`) },
+			func() error { return s.ToolFinished(ctx, msg, "c1", nil, map[string]int{"hits": 3}, nil) },
+			func() error { return s.Custom(ctx, "progress", map[string]int{"pct": 50}) },
+			func() error { return s.Text(ctx, msg, "You said: ") },
+			func() error { return s.Text(ctx, msg, s.Prompt()) },
+			func() error { return s.FinishMessage(ctx, msg, tether.MessageDone) },
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	w := v.start(WorkerOptions{Agents: map[string]agents.Agent{"full": full}})
+	run := v.newRun("full", "hello")
+	if got := v.waitEnded(run.ID); got.Status != tether.RunDone || got.WorkerID != w.ID() || got.Attempt != 1 {
+		t.Fatalf("run ended %s (worker %q, attempt %d), want done by %q", got.Status, got.WorkerID, got.Attempt, w.ID())
+	}
+	evs := v.events(run.ID)
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	want := "run.created message.created run.started message.started reasoning.delta tool.started tool.delta tool.finished custom text.delta text.delta message.finished run.finished"
+	if got := strings.Join(types, " "); got != want {
+		t.Errorf("events:\n  %s\nwant\n  %s", got, want)
+	}
+	fa, err := v.admin.FinalAnswer(context.Background(), run.ThreadID)
+	if err != nil || fa.Content != "You said: hello" || !fa.Complete {
+		t.Errorf("final answer %+v, %v", fa, err)
+	}
+}
+
+func TestWorkerWaitInput(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	asker := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		val, err := s.Wait(ctx, "question", map[string]string{"q": "tone?"})
+		if err != nil {
+			return err
+		}
+		var tone string
+		if err := json.Unmarshal(val, &tone); err != nil {
+			return err
+		}
+		if err := s.Text(ctx, msg, "in a "+tone+" tone"); err != nil {
+			return err
+		}
+		return s.FinishMessage(ctx, msg, tether.MessageDone)
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"asker": asker}})
+	run := v.newRun("asker", "hi")
+	waiting := v.waitRun(run.ID, "the run to wait", func(r tether.Run) bool { return r.Status == tether.RunWaiting })
+	if waiting.Request == nil || waiting.Request.Kind != "question" {
+		t.Fatalf("request %+v", waiting.Request)
+	}
+	if err := v.admin.SubmitInput(context.Background(), run.ID, waiting.Request.ID, "dry"); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+		t.Fatalf("run ended %s %+v", got.Status, got.Error)
+	}
+	if got := text(v.events(run.ID)); got != "in a dry tone" {
+		t.Errorf("text %q", got)
+	}
+}
+
+// streamer emits text ("x" deltas) until its context ends, and reports
+// why it ended: the cause of its context, or the error of an Emit. Then,
+// as careless agents do, it emits once more with its dead context ("late"),
+// which must not reach the log.
+func streamer(started chan<- struct{}, ended chan<- error) agents.Func {
+	return func(ctx context.Context, s *agents.Session) error {
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		close(started)
+		for {
+			err := sleep(ctx, 5*time.Millisecond)
+			if err == nil {
+				err = s.Text(ctx, msg, "x")
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					err = context.Cause(ctx)
+					_ = s.Text(ctx, msg, "late")
+				}
+				ended <- err
+				return err
+			}
+		}
+	}
+}
+
+func TestWorkerCancel(t *testing.T) {
+	// A long cancel grace: the run can only end cancelled this fast if the
+	// worker confirms it.
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Minute})
+	started, ended := make(chan struct{}), make(chan error, 1)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"s": streamer(started, ended)}})
+	run := v.newRun("s", "go")
+	<-started
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was not stopped")
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	evs := v.events(run.ID)
+	last := evs[len(evs)-1]
+	if last.Type != tether.EventRunFinished || last.Status != string(tether.RunCancelled) || count(evs, tether.EventRunFinished) != 1 {
+		t.Errorf("last event %+v", last)
+	}
+	if got := text(evs); strings.Trim(got, "x") != "" {
+		t.Errorf("text %q: an Emit with a dead context was appended", got)
+	}
+}
+
+func TestWorkerAgentError(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	failing := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		if _, err := s.StartMessage(ctx, tether.RoleAssistant); err != nil {
+			return err
+		}
+		return errors.New("connect to db: password hunter2 rejected")
+	})
+	panicking := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		panic("boom at line 42")
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"failing": failing, "panicking": panicking}})
+	for agent, secret := range map[string]string{"failing": "hunter2", "panicking": "boom at line 42"} {
+		run := v.newRun(agent, "hi")
+		got := v.waitEnded(run.ID)
+		if got.Status != tether.RunError || got.Error == nil || *got.Error != (tether.ErrorInfo{Code: "agent_error", Message: "The agent failed."}) {
+			t.Errorf("%s: run ended %s with %+v", agent, got.Status, got.Error)
+		}
+		for _, e := range v.events(run.ID) {
+			if b, _ := json.Marshal(e); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s: the log shows the agent's error: %s", agent, b)
+			}
+		}
+		if !strings.Contains(v.logs.String(), secret) {
+			t.Errorf("%s: the worker's log does not have the agent's error:\n%s", agent, v.logs.String())
+		}
+	}
+}
+
+// TestWorkerDroppedAnswers loses the answers of some appends after the
+// server committed them: the retries, with the same Producer-Seq, are
+// duplicates, and the log holds every event once.
+func TestWorkerDroppedAnswers(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	v.faults.set(func(f *faults) { f.drop = map[int]bool{1: true, 2: true, 3: true, 7: true, 12: true} })
+	words := wordList(20)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 0)}})
+	run := v.newRun("sp", "hi")
+	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+		t.Fatalf("run ended %s %+v", got.Status, got.Error)
+	}
+	checkOnce(t, v.events(run.ID), words)
+	// message.started, 20 words, message.finished, run.finished; 5 retried.
+	if n := v.faults.count(); n != 23+5 {
+		t.Errorf("%d appends, want %d", n, 23+5)
+	}
+}
+
+// TestWorkerServerDown takes the server away right after it committed an
+// append, for a while shorter than the lease: the worker retries, keeps
+// its lease and finishes the run, each event once.
+func TestWorkerServerDown(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 2 * time.Second})
+	v.faults.set(func(f *faults) { f.downAt = 8 })
+	words := wordList(20)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 5*time.Millisecond)}})
+	run := v.newRun("sp", "hi")
+	testutil.Eventually(t, 10*time.Second, "the server to go down", func() bool {
+		var down bool
+		v.faults.set(func(f *faults) { down = f.down })
+		return down
+	})
+	time.Sleep(time.Second)
+	v.faults.set(func(f *faults) { f.down = false })
+	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+		t.Fatalf("run ended %s %+v", got.Status, got.Error)
+	}
+	checkOnce(t, v.events(run.ID), words)
+}
+
+// TestWorkerGivesUp keeps the server away past the lease: the agent's
+// Emit fails with lease_lost instead of blocking, its context ends, and
+// the server aborts the run.
+func TestWorkerGivesUp(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 500 * time.Millisecond})
+	started, ended := make(chan struct{}), make(chan error, 1)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"s": streamer(started, ended)}})
+	run := v.newRun("s", "go")
+	<-started
+	v.faults.set(func(f *faults) { f.goDown() })
+	select {
+	case err := <-ended:
+		if !errors.Is(err, tether.ErrLeaseLost) {
+			t.Errorf("the agent ended with %v, want a lease_lost error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent is still blocked")
+	}
+	v.faults.set(func(f *faults) { f.down = false })
+	got := v.waitEnded(run.ID)
+	if got.Status != tether.RunAborted || got.Error == nil || got.Error.Code != engine.ReasonWorkerLost {
+		t.Fatalf("run ended %s %+v, want aborted worker_lost", got.Status, got.Error)
+	}
+}
+
+// TestWorkerInDoubtAppend: an append is committed but its answer never
+// comes, and the agent's context ends meanwhile (a cancel). The worker
+// sends it again (a duplicate) before confirming the cancel, so the cancel
+// is not mistaken for a duplicate and the event lands once.
+func TestWorkerInDoubtAppend(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Minute})
+	v.faults.set(func(f *faults) { f.hang = map[int]bool{5: true} })
+	started, ended := make(chan struct{}), make(chan error, 1)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"s": streamer(started, ended)}})
+	run := v.newRun("s", "go")
+	<-v.faults.hangs
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	evs := v.events(run.ID)
+	if got := text(evs); got != "xxxx" {
+		t.Errorf("text %q, want 4 deltas (the 5th append is message.started plus 4)", got)
+	}
+	if last := evs[len(evs)-1]; last.Type != tether.EventRunFinished || last.Status != string(tether.RunCancelled) {
+		t.Errorf("last event %+v", last)
+	}
+}
+
+// TestWorkerHeartbeat: an agent that emits nothing for several lease TTLs
+// keeps its run, thanks to the heartbeats.
+func TestWorkerHeartbeat(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 300 * time.Millisecond})
+	idle := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		if err := sleep(ctx, 1500*time.Millisecond); err != nil {
+			return err
+		}
+		_, err := s.StartMessage(ctx, tether.RoleAssistant)
+		return err
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"idle": idle}})
+	run := v.newRun("idle", "hi")
+	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+		t.Fatalf("run ended %s %+v", got.Status, got.Error)
+	}
+}
+
+// TestWorkerShutdown: when Run's context ends, the agents are cancelled
+// and Run returns without finishing their runs; the server aborts them
+// once their lease expires.
+func TestWorkerShutdown(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 500 * time.Millisecond})
+	started, ended := make(chan struct{}), make(chan error, 1)
+	w, err := v.c.NewWorker(WorkerOptions{ID: "w", Agents: map[string]agents.Agent{"s": streamer(started, ended)}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	run := v.newRun("s", "go")
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if err := <-ended; !errors.Is(err, errShutdown) {
+		t.Errorf("the agent ended with %v", err)
+	}
+	got := v.waitEnded(run.ID)
+	if got.Status != tether.RunAborted || got.Error.Code != engine.ReasonWorkerLost {
+		t.Fatalf("run ended %s %+v, want aborted worker_lost", got.Status, got.Error)
+	}
+}
+
+// TestWorkerRunDeleted: the thread is deleted mid-run; the agent's context
+// ends.
+func TestWorkerRunDeleted(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	started, ended := make(chan struct{}), make(chan error, 1)
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"s": streamer(started, ended)}})
+	run := v.newRun("s", "go")
+	<-started
+	if err := v.admin.DeleteThread(context.Background(), run.ThreadID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was not stopped")
+	}
+}
+
+func TestWorkerConcurrency(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	var running, most atomic.Int32
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		return sleep(ctx, 50*time.Millisecond)
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"a": ag}, Concurrency: 3})
+	var runs []tether.Run
+	for range 8 {
+		runs = append(runs, v.newRun("a", "hi"))
+	}
+	for _, r := range runs {
+		if got := v.waitEnded(r.ID); got.Status != tether.RunDone {
+			t.Errorf("run %s ended %s", r.ID, got.Status)
+		}
+	}
+	if m := most.Load(); m > 3 {
+		t.Errorf("%d agents ran at once, want at most 3", m)
+	}
+}
+
+func TestNewWorker(t *testing.T) {
+	c := New("http://127.0.0.1:1", nil)
+	if _, err := c.NewWorker(WorkerOptions{}); err == nil {
+		t.Error("no agents: no error")
+	}
+	if _, err := c.NewWorker(WorkerOptions{Agents: map[string]agents.Agent{"a": nil}}); err == nil {
+		t.Error("nil agent: no error")
+	}
+	if _, err := c.NewWorker(WorkerOptions{ID: strings.Repeat("x", 256), Agents: map[string]agents.Agent{"a": speaker(nil, 0)}}); err == nil {
+		t.Error("long ID: no error")
+	}
+	w, err := c.NewWorker(WorkerOptions{Agents: map[string]agents.Agent{"a": speaker(nil, 0)}})
+	if err != nil || !strings.HasSuffix(w.ID(), fmt.Sprintf("-%d", os.Getpid())) {
+		t.Errorf("worker %v, %v", w, err)
+	}
+}
+
+// TestWorkerRefusedClaim: a token the server refuses stops Run with the
+// error, instead of retrying forever.
+func TestWorkerRefusedClaim(t *testing.T) {
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusUnauthorized, `{"error":{"code":"unauthorized","message":"bad token"}}`)
+	})
+	w, err := c.NewWorker(WorkerOptions{Agents: map[string]agents.Agent{"a": speaker(nil, 0)}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); tether.CodeOf(err) != tether.CodeUnauthorized {
+		t.Fatalf("Run: %v", err)
+	}
+}
