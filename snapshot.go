@@ -23,4 +23,7 @@ type FinalAnswer struct {
 	RunID       string `json:"run_id"`
 	MessageID   string `json:"message_id"`
 	Status      string `json:"status,omitempty"`
+	// Offset is the thread's offset the answer is as of: a subscription
+	// from it continues exactly after what the answer holds.
+	Offset Offset `json:"offset"`
 }

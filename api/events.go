@@ -120,10 +120,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	if sub.Snapshot != nil {
 		b.event("snapshot", string(sub.Snapshot.Offset), jsonOf(sub.Snapshot))
 	}
-	if !b.flushTo(w) || !flush() {
-		return
-	}
 	if sub.Done() {
+		b.event("end", "", endOf(sub))
+	}
+	if !b.flushTo(w) || !flush() || sub.Done() {
 		return
 	}
 
@@ -139,10 +139,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			b.raw(rec.SSE())
 		}
 		if err != nil {
-			if errors.Is(err, hub.ErrSlow) {
+			switch {
+			case errors.Is(err, hub.ErrSlow):
 				s.metrics.slowCuts.Inc()
 				b.event("reconnect", "", `{"reason":"slow_consumer"}`)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil {
+			case errors.Is(err, io.EOF):
+				b.event("end", "", endOf(sub))
+			case errors.Is(err, hub.ErrClosed) && !s.stopped():
+				b.event("end", "", `{"reason":"thread_deleted"}`)
+			case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
 				s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", requestID(r))
 			}
 			b.flushTo(w)
@@ -176,6 +181,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 		case <-sub.Ready():
 		}
 	}
+}
+
+// endOf is the data of the end frame of a run or message subscription.
+func endOf(sub *engine.Subscription) string {
+	if sub.MessageID != "" {
+		return `{"reason":"message_finished"}`
+	}
+	return `{"reason":"run_finished"}`
 }
 
 type connected struct {
@@ -271,7 +284,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 		UpToDate bool             `json:"up_to_date"`
 		Done     bool             `json:"done,omitempty"`
 		Snapshot *tether.Snapshot `json:"snapshot,omitempty"`
-	}{events, next, !sub.Tip().After(next), sub.Done(), sub.Snapshot})
+	}{events, next, sub.Done() || !sub.Tip().After(next), sub.Done(), sub.Snapshot})
 }
 
 // jsonRaw is pre-encoded JSON.

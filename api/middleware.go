@@ -127,5 +127,5 @@ func (s *Server) cors(h http.Handler) http.Handler {
 var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id",
 	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq"}
 
-var allowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key",
+var allowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "Cache-Control",
 	"Tether-Lease", "Producer-Id", "Producer-Epoch", "Producer-Seq", "X-Request-Id"}

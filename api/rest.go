@@ -153,7 +153,8 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Run      tether.Run       `json:"run"`
 		Messages []tether.Message `json:"messages"`
-	}{snap.Runs[0], snap.Messages})
+		Offset   tether.Offset    `json:"offset"`
+	}{snap.Runs[0], snap.Messages, snap.Offset})
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"

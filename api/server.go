@@ -159,6 +159,9 @@ func (s *Server) untilShutdown(ctx context.Context, d time.Duration) (context.Co
 	return ctx, func() { stop(); cancel() }
 }
 
+// stopped reports whether shutdown has started.
+func (s *Server) stopped() bool { return s.stopping.Err() != nil }
+
 // SetReady sets what /readyz answers (a server that is draining answers
 // 503 so load balancers stop sending it new streams).
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }

@@ -45,6 +45,9 @@ func TestRunStreamFrames(t *testing.T) {
 	if evs[0].event != "run.created" || evs[len(evs)-1].event != "run.finished" {
 		t.Fatalf("events from %s to %s", evs[0].event, evs[len(evs)-1].event)
 	}
+	if last := frames[len(frames)-1]; last.event != "end" || last.data != `{"reason":"run_finished"}` {
+		t.Fatalf("the stream did not end with an end frame: %+v", last)
+	}
 	prev := tether.OffsetStart
 	var text strings.Builder
 	for _, f := range evs {
@@ -90,7 +93,7 @@ func TestStreamResume(t *testing.T) {
 	}
 	// No cursor: a snapshot; the run is finished, so the stream ends there.
 	fs := v.sse("GET", "/v1/runs/"+id+"/events", nil).all()
-	if len(fs) != 3 || fs[2].event != "snapshot" || fs[2].id == "" {
+	if len(fs) != 4 || fs[2].event != "snapshot" || fs[2].id == "" || fs[3].event != "end" || fs[3].data != `{"reason":"run_finished"}` {
 		t.Fatalf("snapshot stream: %+v", fs)
 	}
 	// An unknown cursor: a reset snapshot.

@@ -330,6 +330,20 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		case "reconnect":
 			o.now = true
 			return o
+		case "end":
+			// The server says the subscription is complete: a run or
+			// message ended (at or before the cursor), or the thread was
+			// deleted.
+			var e struct {
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal([]byte(f.Data), &e)
+			if e.Reason == "thread_deleted" {
+				return outcome{err: tether.Errorf(tether.CodeNotFound, "subscribe: the thread was deleted"), fatal: true}
+			}
+			s.done = true
+			o.stop = true
+			return o
 		case "snapshot":
 			if f.NoData {
 				continue
@@ -353,8 +367,8 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 				return o
 			}
 		default:
-			if f.NoData {
-				continue
+			if f.NoData || !f.HasID {
+				continue // a control frame this client does not know
 			}
 			var ev tether.Event
 			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {

@@ -628,3 +628,33 @@ func TestSubscribeResetSnapshot(t *testing.T) {
 		t.Errorf("requests %+v", reqs)
 	}
 }
+
+// An end frame completes a run subscription at once: no extra GET of the
+// run, no reconnect. A thread_deleted end is a not_found error.
+func TestSubscribeEndFrame(t *testing.T) {
+	var streams, gets atomic.Int32
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		if s.Path == "/v1/runs/r1" {
+			gets.Add(1)
+			writeJSON(w, http.StatusOK, `{"run":{"id":"r1","thread_id":"t1","status":"done"},"messages":[]}`)
+			return
+		}
+		st := openStream(w)
+		st.connected(15000)
+		streams.Add(1)
+		if s.Path == "/v1/threads/t1/events" {
+			st.raw("event: end\ndata: {\"reason\":\"thread_deleted\"}\n\n")
+			return
+		}
+		st.raw("event: end\ndata: {\"reason\":\"run_finished\"}\n\n")
+	})
+	got, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
+	checkEvents(t, got, nil, errs)
+	if streams.Load() != 1 || gets.Load() != 0 {
+		t.Errorf("%d streams and %d GETs of the run, want 1 and 0", streams.Load(), gets.Load())
+	}
+	_, _, errs = collect(t, c.Subscribe(testCtx(t), SubscribeRequest{ThreadID: "t1", After: tether.OffsetStart}))
+	if len(errs) != 1 || tether.CodeOf(errs[0]) != tether.CodeNotFound {
+		t.Fatalf("deleted thread: %v", errs)
+	}
+}

@@ -7,6 +7,7 @@
 //
 //	go test ./e2e/
 //	E2E_RACE=1 go test ./e2e/   # the server binary built with -race
+//	E2E_LOG=1 go test -v ./e2e/ # log the servers' output also when tests pass
 //
 // Start with main_test.go (the harness: build, start, kill9, restart, stop)
 // and stream_test.go (a raw SSE reader and the JSON log reader the tests

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -64,13 +63,14 @@ func testMain(m *testing.M) int {
 // server is one tether serve under test: a process that a test can kill
 // and start again on the same address and data directory.
 type server struct {
-	t     testing.TB
-	addr  string // 127.0.0.1:port
-	URL   string // http://addr
-	data  string
-	flags []string
-	hc    *http.Client
-	out   *syncBuffer // the output of every process, in order
+	t      testing.TB
+	listen string // the --addr flag
+	addr   string // 127.0.0.1:port
+	URL    string // http://addr
+	data   string
+	flags  []string
+	hc     *http.Client
+	out    *syncBuffer // the output of every process, in order
 
 	mu   sync.Mutex
 	proc *process // the current process, nil once it exited and was waited for
@@ -88,19 +88,30 @@ type process struct {
 // after 10s); its output is logged if the test failed.
 func start(t testing.TB, dataDir string, extraFlags ...string) *server {
 	t.Helper()
+	return startOn(t, freeAddr(t), dataDir, extraFlags...)
+}
+
+// startOn is start with the address to listen on (host:port); the tests
+// reach it on 127.0.0.1 at the same port.
+func startOn(t testing.TB, listen, dataDir string, extraFlags ...string) *server {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	addr := freeAddr(t)
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", port)
 	s := &server{
-		t: t, addr: addr, URL: "http://" + addr, data: dataDir, flags: extraFlags,
+		t: t, listen: listen, addr: addr, URL: "http://" + addr, data: dataDir, flags: extraFlags,
 		hc:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		out: &syncBuffer{},
 	}
 	t.Cleanup(func() {
 		s.stop(10 * time.Second)
 		s.hc.CloseIdleConnections()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("E2E_LOG") == "1" {
 			t.Logf("server %s output:\n%s", s.addr, s.out.String())
 		}
 	})
@@ -124,7 +135,8 @@ func freeAddr(t testing.TB) string {
 // cleanEnv is the test's environment without TETHER_* variables, which
 // would change the flags' defaults.
 func cleanEnv() []string {
-	var env []string
+	// No .pyc files next to the Python example.
+	env := []string{"PYTHONDONTWRITEBYTECODE=1"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TETHER_") {
 			env = append(env, kv)
@@ -135,7 +147,7 @@ func cleanEnv() []string {
 
 func (s *server) launch() {
 	s.t.Helper()
-	args := append([]string{"serve", "--addr", s.addr, "--data", s.data}, s.flags...)
+	args := append([]string{"serve", "--addr", s.listen, "--data", s.data}, s.flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
 	fmt.Fprintf(s.out, "=== tether %s\n", strings.Join(args, " "))
@@ -208,8 +220,10 @@ func (s *server) restart() {
 	if s.current() != nil {
 		s.t.Fatal("restart: the server is still running")
 	}
+	t0 := time.Now()
 	s.launch()
 	s.waitReady()
+	fmt.Fprintf(s.out, "=== ready again after %v\n", time.Since(t0).Round(time.Millisecond))
 }
 
 // terminate sends SIGTERM and waits up to timeout for the process to exit,
@@ -244,6 +258,10 @@ func (s *server) terminate(timeout time.Duration) (status int, took time.Duratio
 // stop ends the server if it runs: SIGTERM, then SIGKILL after timeout.
 func (s *server) stop(timeout time.Duration) {
 	if s.current() != nil {
+		// The transport may hold connections it dialed but never used;
+		// net/http's Shutdown waits up to 5s for such a connection to
+		// send its request. Close them first: the test is over.
+		s.hc.CloseIdleConnections()
 		s.terminate(timeout)
 	}
 }
@@ -315,6 +333,3 @@ func (s *server) mustCall(method, path string, body any, want int, out any, head
 		}
 	}
 }
-
-// errDown marks a call that could not reach the server.
-var errDown = errors.New("server unreachable")

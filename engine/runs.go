@@ -95,7 +95,9 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 			if id == "" {
 				id = tether.NewID("msg_")
 			}
-			msg := &tether.Message{ID: id, Role: in.Role, Parts: []tether.Part{{Type: tether.PartText, Text: in.Content}}, Metadata: in.Metadata}
+			msg := &tether.Message{ID: id, ThreadID: threadID, RunID: run.ID, Role: in.Role, Status: tether.MessageDone,
+				Parts: []tether.Part{{Type: tether.PartText, Text: in.Content}}, Metadata: in.Metadata,
+				StartedAt: p.now, LastUpdateAt: p.now}
 			if err := p.emit(&tether.Event{Type: tether.EventMessageCreated, RunID: run.ID, MessageID: id, Message: msg}); err != nil {
 				return err
 			}

@@ -109,7 +109,7 @@ func (s *State) FinalAnswer(runID string) (*tether.FinalAnswer, bool) {
 	if runID == "" {
 		runID = s.m.LatestRunID()
 		if runID == "" {
-			return &tether.FinalAnswer{}, true
+			return &tether.FinalAnswer{Offset: s.offset}, true
 		}
 	}
 	r, ok := s.m.runs[runID]
@@ -121,6 +121,7 @@ func (s *State) FinalAnswer(runID string) (*tether.FinalAnswer, bool) {
 		Complete:    r.run.Status.Terminal(),
 		CompletedAt: r.run.CompletedAt,
 		Status:      string(r.run.Status),
+		Offset:      s.offset,
 	}
 	ix := s.byRun[runID]
 	for i := len(ix) - 1; i >= 0; i-- {

@@ -171,8 +171,17 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	gcancel()
 	srv.Shutdown()
-	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("http shutdown", "err", err)
+	// Streams and long polls are done; what may remain are connections
+	// that never sent a request (preconnects, probes), which
+	// http.Server.Shutdown would wait on for seconds. Close them.
+	select {
+	case err := <-httpDone:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("http shutdown", "err", err)
+		}
+	case <-time.After(time.Second):
+		hs.Close()
+		<-httpDone
 	}
 	if err := e.Close(); err != nil {
 		log.Error("close engine", "err", err)

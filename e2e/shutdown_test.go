@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestGracefulShutdown sends SIGTERM while thread and run streams are open
+// on a long demo run and on an external worker's run. The process must exit
+// 0 (and not hang on the streams); every stream must end with
+// "event: reconnect", except the demo run's own stream, which may instead
+// end with the run's run.finished (the run is aborted before streams are
+// told to reconnect, and a run stream ends after its terminal event).
+// After a restart the demo run is aborted (server_shutdown), the external
+// run carries on under its lease, and the log holds everything the streams
+// saw.
+func TestGracefulShutdown(t *testing.T) {
+	s := start(t, "", "--shutdown-grace", "1s")
+	tid, rid := s.demoRun(t, "How do you stop gracefully?", `{"demo":{"tokens":5000,"delay_ms":5}}`)
+	xtid, l := s.externalRun(t, "external")
+	if res := s.appendEvents(t.Context(), l, message("x1", "hello")); res.Status != http.StatusOK {
+		t.Fatalf("append: %d %v %s", res.Status, res.Err, res.Body)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	type watched struct {
+		f         *follower
+		threadID  string
+		demoRunID bool // the demo run's own stream
+	}
+	var ws []watched
+	add := func(path, threadID string, demoRun bool) {
+		name := fmt.Sprintf("stream %d (%s)", len(ws), path)
+		ws = append(ws, watched{s.follow(ctx, name, path, followOptions{After: "-1"}), threadID, demoRun})
+	}
+	for range 2 {
+		add("/v1/threads/"+tid+"/events", tid, false)
+		add("/v1/runs/"+rid+"/events", tid, true)
+	}
+	add("/v1/threads/"+xtid+"/events", xtid, false)
+	add("/v1/runs/"+l.RunID+"/events", xtid, false)
+	eventually(t, 60*time.Second, "every stream to see its events", func() bool {
+		for _, w := range ws {
+			if w.f.count() < 4 || (w.threadID == tid && w.f.count() < 50) {
+				return false
+			}
+		}
+		return true
+	})
+
+	status, took := s.terminate(30 * time.Second)
+	t.Logf("tether exited %d, %v after SIGTERM", status, took.Round(time.Millisecond))
+	if status != 0 {
+		t.Fatalf("tether exited with status %d after SIGTERM, want 0 (-1: killed after 30s)", status)
+	}
+	for _, w := range ws {
+		if err := w.f.wait(); err != nil {
+			t.Fatalf("%s: %v", w.f.name, err)
+		}
+		conns := w.f.connections()
+		if len(conns) != 1 || len(conns[0]) == 0 {
+			t.Fatalf("%s: %d connections", w.f.name, len(conns))
+		}
+		frames := conns[0]
+		end := frames[len(frames)-1]
+		t.Logf("%s ended with %s %.80s", w.f.name, end.Event, end.Data)
+		switch {
+		case end.Event == "reconnect":
+		case w.demoRunID && end.Event == "end" && frames[len(frames)-2].Event == "run.finished":
+		default:
+			t.Errorf("%s ended with %+v, want event: reconnect", w.f.name, end)
+		}
+	}
+
+	s.restart()
+	run, msgs := s.getRun(t, rid)
+	if run.Status != "aborted" || run.Error == nil || run.Error.Code != "server_shutdown" {
+		t.Errorf("the demo run is %s with error %+v, want aborted with code server_shutdown", run.Status, run.Error)
+	}
+	for _, m := range msgs {
+		if m.Status == "running" {
+			t.Errorf("message %s of the demo run is still running", m.ID)
+		}
+	}
+	if x, _ := s.getRun(t, l.RunID); x.Status != "running" {
+		t.Errorf("the external run is %s after the restart, want running (its lease is live)", x.Status)
+	}
+	logs := map[string]map[string]logEvent{
+		tid:  logIndex(s.readLog(t, "/v1/threads/"+tid+"/events")),
+		xtid: logIndex(s.readLog(t, "/v1/threads/"+xtid+"/events")),
+	}
+	for _, w := range ws {
+		checkSeenInLog(t, w.f.name, w.f.seen(), logs[w.threadID])
+	}
+	if res := s.appendEvents(t.Context(), l, append(message("x2", "bye"),
+		map[string]any{"type": "run.finished", "status": "done"})); res.Status != http.StatusOK {
+		t.Errorf("the external worker's append after the restart: %d %v %s", res.Status, res.Err, res.Body)
+	}
+}
+
+// TestShutdownDuringLongPolls sends SIGTERM while a worker long-polls for
+// a run (POST /v1/workers/claim with wait_ms 30000, what an idle worker
+// does all the time) and a client long-polls a thread's events
+// (?wait=30000). Shutdown must not wait for those waits to run out: with
+// --shutdown-grace 1s the process must exit 0 long before the 30 s are
+// over.
+func TestShutdownDuringLongPolls(t *testing.T) {
+	s := start(t, "", "--shutdown-grace", "1s")
+	tid := s.createThread(t)
+
+	type answer struct {
+		status int
+		err    error
+		took   time.Duration
+	}
+	claim, poll := make(chan answer, 1), make(chan answer, 1)
+	wrote := make(chan struct{})
+	var once sync.Once
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(wrote) }) }}
+	go func() {
+		t0 := time.Now()
+		status, _, err := s.call(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, "/v1/workers/claim",
+			map[string]any{"worker_id": "idle-worker", "agents": []string{"idle-agent"}, "wait_ms": 30000})
+		claim <- answer{status, err, time.Since(t0)}
+	}()
+	go func() {
+		t0 := time.Now()
+		status, _, err := s.call(context.Background(), http.MethodGet, "/v1/threads/"+tid+"/events?after=-1&wait=30000", nil, "Accept", "application/json")
+		poll <- answer{status, err, time.Since(t0)}
+	}()
+	<-wrote
+	eventually(t, 30*time.Second, "the long poll to wait on the thread", func() bool { return s.metric(t, "tether_subscriptions") >= 1 })
+
+	status, took := s.terminate(45 * time.Second)
+	c, p := <-claim, <-poll
+	t.Logf("tether exited %d, %v after SIGTERM; the claim ended after %v (%d %v), the poll after %v (%d %v)",
+		status, took.Round(time.Millisecond), c.took.Round(time.Millisecond), c.status, c.err, p.took.Round(time.Millisecond), p.status, p.err)
+	if status != 0 {
+		t.Errorf("tether exited with status %d after SIGTERM, want 0 (-1: killed after 45s)", status)
+	}
+	if took > 20*time.Second {
+		t.Errorf("tether took %v to exit after SIGTERM with --shutdown-grace 1s: it waited for the long polls (30 s) to time out instead of ending them", took.Round(time.Millisecond))
+	}
+}

@@ -1,0 +1,36 @@
+// Reports the size of the core client (without the React part), minified
+// and gzipped, as an app bundler would ship it; and what the React hooks add.
+import { build } from 'esbuild';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+async function bundle(contents) {
+  const out = await build({
+    absWorkingDir: root,
+    stdin: { contents, resolveDir: root, loader: 'ts' },
+    bundle: true,
+    minify: true,
+    format: 'esm',
+    platform: 'neutral',
+    target: 'es2022',
+    external: ['react'],
+    legalComments: 'none',
+    write: false,
+  });
+  const bytes = out.outputFiles[0].contents;
+  return { min: bytes.length, gz: gzipSync(bytes, { level: 9 }).length };
+}
+
+const kb = (n) => `${(n / 1024).toFixed(1)} kB`;
+const core = await bundle(`export * from './src/index.ts';`);
+const all = await bundle(`export * from './src/index.ts'; export * from './src/react.ts';`);
+const budget = 15 * 1024;
+console.log(`core (@tether/client):      ${kb(core.min)} minified, ${kb(core.gz)} gzipped (${core.gz} bytes; budget ${kb(budget)})`);
+console.log(`with React hooks (/react):  ${kb(all.min)} minified, ${kb(all.gz)} gzipped (hooks add ${all.gz - core.gz} bytes)`);
+if (core.gz > budget) {
+  console.error('the core client is over its size budget');
+  process.exit(1);
+}

@@ -1,0 +1,239 @@
+import { TetherError, errorFromResponse, toTetherError } from './errors.js';
+import { LiveRun, LiveThread, type FollowOptions } from './live.js';
+import {
+  SubscriptionImpl,
+  type ConnectionOptions,
+  type SubscribeOptions,
+  type SubscribeTarget,
+  type Subscription,
+  type Transport,
+} from './subscription.js';
+import type { FinalAnswer, InputMessage, JSONObject, JSONValue, Message, Multitask, Run, Snapshot, Thread, ThreadStatus } from './types.js';
+
+/** Options of {@link TetherClient}. Connection options are the defaults of every subscription. */
+export interface TetherClientOptions extends ConnectionOptions {
+  /** The server's base URL, e.g. `https://tether.example.com` or `""` for the page's origin. */
+  baseUrl: string;
+  /** A bearer token, or a function returning one (called for each request, so it may rotate). */
+  token?: string | (() => string | undefined | Promise<string | undefined>);
+  /** The fetch to use. Defaults to the global fetch, looked up at each call. */
+  fetch?: typeof fetch;
+  /** Extra headers for every request. */
+  headers?: Record<string, string>;
+}
+
+/** Per-request options. */
+export interface RequestOptions {
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** The body of a run request (POST /v1/threads/{tid}/runs). */
+export interface RunRequest {
+  /** The agent; the server's default when absent. */
+  agent?: string;
+  /** Input messages, added to the thread with the run. */
+  input?: { messages: InputMessage[] };
+  /** Run metadata (the demo agent reads `metadata.demo`). */
+  metadata?: JSONObject;
+  /** What to do when the thread has an active run. Defaults to `reject` (409 run_active). */
+  multitask?: Multitask;
+}
+
+/** Options of {@link TetherClient.createRun}. */
+export interface CreateRunOptions extends RequestOptions {
+  /** Makes retries safe: a repeated key returns the first run. */
+  idempotencyKey?: string;
+}
+
+/** A page of {@link TetherClient.listThreads}. */
+export interface ThreadPage {
+  threads: Thread[];
+  /** Pass as `cursor` for the next page; null on the last. */
+  next_cursor: string | null;
+}
+
+/** The answer of {@link TetherClient.getRun}: the run and its messages. */
+export interface RunWithMessages {
+  run: Run;
+  messages: Message[];
+}
+
+const enc = encodeURIComponent;
+
+function newKey(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  return `k${Date.now().toString(36)}${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+}
+
+/**
+ * TetherClient talks to a Tether server: REST helpers for threads, runs and
+ * final answers, resumable subscriptions, and live stores that keep a
+ * thread's or a run's state in sync through drops, truncation and stalls.
+ *
+ * ```ts
+ * const client = new TetherClient({ baseUrl: '' });
+ * const live = client.startRun('t1', { input: { messages: [{ role: 'user', content: 'hi' }] } });
+ * live.store.subscribe(() => render(live.store.getState()));
+ * ```
+ */
+export class TetherClient implements Transport {
+  private readonly baseUrl: string;
+  private readonly fetchFn: typeof fetch;
+
+  /** Makes a client; nothing is requested until a method is called. */
+  constructor(readonly options: TetherClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  }
+
+  /** @internal Sends a request with the client's auth and headers; fetch errors become TetherErrors. */
+  async request(path: string, init: RequestInit = {}): Promise<Response> {
+    const headers = new Headers(this.options.headers);
+    new Headers(init.headers).forEach((v, k) => headers.set(k, v));
+    const t = this.options.token;
+    const token = typeof t === 'function' ? await t() : t;
+    if (token) headers.set('Authorization', `Bearer ${token}`);
+    try {
+      return await this.fetchFn(this.baseUrl + path, { ...init, headers });
+    } catch (err) {
+      throw toTetherError(err, init.signal ?? undefined);
+    }
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown, opts: RequestOptions & { headers?: Record<string, string> } = {}): Promise<T> {
+    const headers: Record<string, string> = { Accept: 'application/json', ...opts.headers };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await this.request(path, {
+      method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    if (!res.ok) throw await errorFromResponse(res);
+    if (res.status === 204) return undefined as T;
+    try {
+      return (await res.json()) as T;
+    } catch (err) {
+      throw new TetherError('protocol', 'the answer is not valid JSON', res.status, { cause: err });
+    }
+  }
+
+  /** Creates a thread (POST /v1/threads); with an id that exists with the same metadata, returns it. */
+  createThread(body: { id?: string; metadata?: JSONObject } = {}, opts?: RequestOptions): Promise<Thread> {
+    return this.json('POST', '/v1/threads', body, opts);
+  }
+
+  /** The thread's snapshot: thread, runs, messages and offset (GET /v1/threads/{tid}). */
+  getThread(threadId: string, opts?: RequestOptions): Promise<Snapshot> {
+    return this.json('GET', `/v1/threads/${enc(threadId)}`, undefined, opts);
+  }
+
+  /** Threads, most recently updated first (GET /v1/threads). */
+  listThreads(query: { status?: ThreadStatus; limit?: number; cursor?: string } = {}, opts?: RequestOptions): Promise<ThreadPage> {
+    const q = new URLSearchParams();
+    if (query.status) q.set('status', query.status);
+    if (query.limit) q.set('limit', String(query.limit));
+    if (query.cursor) q.set('cursor', query.cursor);
+    const qs = q.toString();
+    return this.json('GET', `/v1/threads${qs ? `?${qs}` : ''}`, undefined, opts);
+  }
+
+  /** Deletes a thread, its log and runs (DELETE /v1/threads/{tid}). */
+  async deleteThread(threadId: string, opts?: RequestOptions): Promise<void> {
+    await this.json('DELETE', `/v1/threads/${enc(threadId)}`, undefined, opts);
+  }
+
+  /** The final answer of the latest run, or of `runId` (GET /v1/threads/{tid}/final-answer). */
+  finalAnswer(threadId: string, opts: RequestOptions & { runId?: string } = {}): Promise<FinalAnswer> {
+    const q = opts.runId ? `?run_id=${enc(opts.runId)}` : '';
+    return this.json('GET', `/v1/threads/${enc(threadId)}/final-answer${q}`, undefined, opts);
+  }
+
+  /** Creates a run (POST /v1/threads/{tid}/runs). */
+  createRun(threadId: string, body: RunRequest = {}, opts: CreateRunOptions = {}): Promise<Run> {
+    const headers: Record<string, string> = opts.idempotencyKey ? { 'Idempotency-Key': opts.idempotencyKey } : {};
+    return this.json('POST', `/v1/threads/${enc(threadId)}/runs`, body, { ...opts, headers });
+  }
+
+  /** A run and its messages (GET /v1/runs/{rid}). */
+  getRun(runId: string, opts?: RequestOptions | AbortSignal): Promise<RunWithMessages> {
+    const o = opts instanceof AbortSignal ? { signal: opts } : opts;
+    return this.json('GET', `/v1/runs/${enc(runId)}`, undefined, o);
+  }
+
+  /** Asks to cancel a run (POST /v1/runs/{rid}/cancel); a finished run is returned unchanged. */
+  cancelRun(runId: string, opts?: RequestOptions): Promise<Run> {
+    return this.json('POST', `/v1/runs/${enc(runId)}/cancel`, {}, opts);
+  }
+
+  /** Answers the open request of a waiting run (POST /v1/runs/{rid}/input). */
+  submitInput(runId: string, requestId: string, value: JSONValue, opts?: RequestOptions): Promise<Run> {
+    return this.json('POST', `/v1/runs/${enc(runId)}/input`, { request_id: requestId, value }, opts);
+  }
+
+  /**
+   * Follows a thread, a run or a message over SSE, resuming after every
+   * drop from the last event received (Last-Event-ID), with backoff and
+   * jitter, a readiness timeout, a stall detector driven by `ping`, and a
+   * reconnect at once on `online` and when the tab becomes visible. A run or
+   * message subscription closes after its terminal event. Throws a
+   * TypeError if the target names neither a thread nor a run.
+   */
+  subscribe(target: SubscribeTarget, options: SubscribeOptions = {}): Subscription {
+    if (!target.threadId && !target.runId) throw new TypeError('subscribe: a threadId or a runId is needed');
+    return new SubscriptionImpl(this, target, this.withDefaults(options));
+  }
+
+  /**
+   * Creates a run and follows it in one request (POST
+   * /v1/threads/{tid}/runs/stream). The run id is read from Content-Location;
+   * a dropped stream resumes with GET /v1/runs/{rid}/events and
+   * Last-Event-ID. The POST carries an Idempotency-Key, so a POST that got
+   * no answer is retried without making a second run.
+   */
+  createRunStream(threadId: string, body: RunRequest = {}, options: SubscribeOptions & { idempotencyKey?: string } = {}): Subscription {
+    const create = { threadId, body, idempotencyKey: options.idempotencyKey ?? newKey() };
+    return new SubscriptionImpl(this, {}, this.withDefaults(options), create);
+  }
+
+  /**
+   * Keeps a {@link ThreadStore} in sync with a thread: a thread
+   * subscription, plus the truncation fallback, reconciliation polling and
+   * resync described in {@link FollowOptions}.
+   */
+  followThread(threadId: string, options: FollowOptions = {}): LiveThread {
+    return new LiveThread(this, threadId, options);
+  }
+
+  /** Keeps a run store in sync with one run (GET /v1/runs/{rid}/events), with the same safeguards. */
+  followRun(runId: string, options: FollowOptions = {}): LiveRun {
+    return new LiveRun(this, { runId }, options);
+  }
+
+  /** Creates a run with {@link createRunStream} and keeps a run store in sync with it. */
+  startRun(threadId: string, body: RunRequest = {}, options: FollowOptions & { idempotencyKey?: string } = {}): LiveRun {
+    return new LiveRun(this, { threadId, body, idempotencyKey: options.idempotencyKey ?? newKey() }, options);
+  }
+
+  /** @internal */
+  withDefaults<T extends ConnectionOptions>(o: T): T {
+    const d = this.options;
+    return {
+      readinessTimeoutMs: d.readinessTimeoutMs,
+      stallHeartbeats: d.stallHeartbeats,
+      heartbeatMs: d.heartbeatMs,
+      backoff: d.backoff,
+      maxAttempts: d.maxAttempts,
+      timers: d.timers,
+      lifecycle: d.lifecycle,
+      ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)),
+    } as T;
+  }
+
+  /** @internal */
+  newSubscription(target: SubscribeTarget | Record<string, never>, options: SubscribeOptions, create?: { threadId: string; body: unknown; idempotencyKey: string }): Subscription {
+    return new SubscriptionImpl(this, target, this.withDefaults(options), create);
+  }
+}

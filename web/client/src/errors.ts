@@ -1,0 +1,109 @@
+/**
+ * Error codes: the server's stable codes (protocol §1) plus the client's
+ * own: `network` (the request did not get an answer), `aborted` (closed by
+ * the caller), `timeout` (no answer in time), `protocol` (the server's answer
+ * was not what the protocol says).
+ */
+export type ErrorCode =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'run_active'
+  | 'lease_lost'
+  | 'gone'
+  | 'too_large'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'internal'
+  | 'network'
+  | 'aborted'
+  | 'timeout'
+  | 'protocol'
+  | (string & {});
+
+/**
+ * An error from Tether or from talking to it. `code` is the server's code
+ * from its `{"error":{"code","message"}}` body, or one of the client's
+ * (`network`, `aborted`, `timeout`, `protocol`); `status` is the HTTP status,
+ * 0 when there was no answer.
+ */
+export class TetherError extends Error {
+  /** Stable code to branch on. */
+  readonly code: ErrorCode;
+  /** HTTP status, or 0 when the server did not answer. */
+  readonly status: number;
+  /** The server's X-Request-Id, when it answered. */
+  readonly requestId: string | undefined;
+
+  /** Makes an error; `cause` is kept as the standard `cause`. */
+  constructor(code: ErrorCode, message: string, status = 0, options?: { cause?: unknown; requestId?: string }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
+    this.name = 'TetherError';
+    this.code = code;
+    this.status = status;
+    this.requestId = options?.requestId;
+  }
+
+  /**
+   * Whether retrying the same request can succeed: no answer, 5xx, 408 and
+   * 429. Other answers (400, 401, 403, 404, 409, 410…) will not change.
+   */
+  get retryable(): boolean {
+    if (this.code === 'aborted') return false;
+    if (this.status === 0) return this.code !== 'protocol';
+    return this.status >= 500 || this.status === 408 || this.status === 429;
+  }
+}
+
+/** Builds a TetherError from a non-2xx response, reading its error body. */
+export async function errorFromResponse(res: Response): Promise<TetherError> {
+  const requestId = res.headers.get('x-request-id') ?? undefined;
+  let code = '';
+  let message = '';
+  try {
+    const body = (await res.json()) as { error?: { code?: unknown; message?: unknown } };
+    if (body && typeof body.error === 'object' && body.error) {
+      if (typeof body.error.code === 'string') code = body.error.code;
+      if (typeof body.error.message === 'string') message = body.error.message;
+    }
+  } catch {
+    // Not JSON (a proxy's error page): fall back to the status.
+  }
+  return new TetherError(code || codeForStatus(res.status), message || `HTTP ${res.status}`, res.status, { requestId });
+}
+
+function codeForStatus(status: number): string {
+  switch (status) {
+    case 400:
+      return 'bad_request';
+    case 401:
+      return 'unauthorized';
+    case 403:
+      return 'forbidden';
+    case 404:
+      return 'not_found';
+    case 409:
+      return 'conflict';
+    case 410:
+      return 'gone';
+    case 413:
+      return 'too_large';
+    case 429:
+      return 'rate_limited';
+    case 503:
+      return 'unavailable';
+  }
+  return status >= 500 ? 'internal' : 'protocol';
+}
+
+/** Wraps anything thrown by fetch or a body read into a TetherError. */
+export function toTetherError(err: unknown, signal?: AbortSignal): TetherError {
+  if (err instanceof TetherError) return err;
+  if (signal?.aborted || (err instanceof Error && err.name === 'AbortError')) {
+    return new TetherError('aborted', 'the request was aborted', 0, { cause: err });
+  }
+  const msg = err instanceof Error ? err.message : String(err);
+  return new TetherError('network', msg || 'network error', 0, { cause: err });
+}

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { TetherClient } from '../src/client.js';
+import { TetherError } from '../src/errors.js';
+import { FakeFetch, errorResponse, json } from './helpers/fake.js';
+
+function setup(token?: string) {
+  const ff = new FakeFetch();
+  const client = new TetherClient({ baseUrl: 'https://t.example/', fetch: ff.fetch, token, headers: { 'X-App': 'test' }, lifecycle: null });
+  return { ff, client };
+}
+
+describe('REST helpers', () => {
+  it('send the documented requests', async () => {
+    const { ff, client } = setup('a-token-of-16-chars');
+    ff.fallback = () => json({});
+    await client.createThread({ id: 't1', metadata: { a: 1 } });
+    await client.getThread('t 1');
+    await client.listThreads({ status: 'busy', limit: 5, cursor: 'c' });
+    await client.finalAnswer('t1', { runId: 'r1' });
+    await client.createRun('t1', { agent: 'demo', multitask: 'enqueue' }, { idempotencyKey: 'k1' });
+    await client.getRun('r1');
+    await client.cancelRun('r1');
+    await client.submitInput('r1', 'q1', { ok: true });
+    ff.fallback = () => new Response(null, { status: 204 });
+    await client.deleteThread('t1');
+    expect(ff.requests.map((r) => `${r.method} ${r.url} ${r.body ?? ''}`)).toEqual([
+      'POST https://t.example/v1/threads {"id":"t1","metadata":{"a":1}}',
+      'GET https://t.example/v1/threads/t%201 ',
+      'GET https://t.example/v1/threads?status=busy&limit=5&cursor=c ',
+      'GET https://t.example/v1/threads/t1/final-answer?run_id=r1 ',
+      'POST https://t.example/v1/threads/t1/runs {"agent":"demo","multitask":"enqueue"}',
+      'GET https://t.example/v1/runs/r1 ',
+      'POST https://t.example/v1/runs/r1/cancel {}',
+      'POST https://t.example/v1/runs/r1/input {"request_id":"q1","value":{"ok":true}}',
+      'DELETE https://t.example/v1/threads/t1 ',
+    ]);
+    for (const r of ff.requests) {
+      expect(r.headers.get('authorization')).toBe('Bearer a-token-of-16-chars');
+      expect(r.headers.get('x-app')).toBe('test');
+    }
+    expect(ff.requests[0]!.headers.get('content-type')).toBe('application/json');
+    expect(ff.requests[4]!.headers.get('idempotency-key')).toBe('k1');
+  });
+
+  it('turn the error body into a TetherError', async () => {
+    const { ff, client } = setup();
+    ff.next(() => {
+      const r = errorResponse(409, 'run_active', 'thread t1 has an active run');
+      r.headers.set('X-Request-Id', 'req-1');
+      return r;
+    });
+    const err = (await client.createRun('t1').catch((e: unknown) => e)) as TetherError;
+    expect(err).toBeInstanceOf(TetherError);
+    expect(err).toMatchObject({ code: 'run_active', status: 409, message: 'thread t1 has an active run', requestId: 'req-1', retryable: false });
+  });
+
+  it('cope with a proxy error page, a network error and an abort', async () => {
+    const { ff, client } = setup();
+    ff.next(() => new Response('<html>Bad Gateway</html>', { status: 502 }));
+    expect(await client.getThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'internal', status: 502, retryable: true });
+    ff.next(() => new TypeError('fetch failed'));
+    expect(await client.getThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'network', status: 0, retryable: true });
+    const ac = new AbortController();
+    ac.abort();
+    expect(await client.getThread('t1', { signal: ac.signal }).catch((e: unknown) => e)).toMatchObject({ code: 'aborted', retryable: false });
+    ff.next(() => new Response('not json', { status: 200 }));
+    expect(await client.getThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'protocol' });
+  });
+
+  it('refuse a subscription to nothing', () => {
+    const { client } = setup();
+    expect(() => client.subscribe({} as never)).toThrow(TypeError);
+  });
+
+  it('ask the token function at each request', async () => {
+    const ff = new FakeFetch();
+    let n = 0;
+    const client = new TetherClient({ baseUrl: '', fetch: ff.fetch, token: async () => `token-${++n}`, lifecycle: null });
+    ff.fallback = () => json({});
+    await client.getRun('r1');
+    await client.getRun('r1');
+    expect(ff.requests.map((r) => [r.url, r.headers.get('authorization')])).toEqual([
+      ['/v1/runs/r1', 'Bearer token-1'],
+      ['/v1/runs/r1', 'Bearer token-2'],
+    ]);
+  });
+});
