@@ -521,3 +521,44 @@ func TestDeleteThread(t *testing.T) {
 		t.Fatalf("recreated thread: %+v", snap)
 	}
 }
+
+// TestForeignLogs checks that logs kept in the store under IDs the engine
+// does not own (Durable Streams' "ds:…") are never loaded as threads, are
+// not listed, and that their commits are published to the hub without
+// disturbing the engine.
+func TestForeignLogs(t *testing.T) {
+	e, st := setup(t)
+	ctx := ctxT(t)
+	now := tether.Now()
+	const id = "ds:some/stream"
+	ev := &tether.Event{Type: "ds.data", TS: now, Data: json.RawMessage(`"aGk="`)}
+	enc, err := ev.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := e.Hub().Subscribe(id, tether.OffsetStart)
+	defer sub.Close()
+	if _, err := st.Commit(ctx, &store.Batch{ThreadID: id, Create: true, Events: []*tether.Event{ev}, Encoded: [][]byte{enc},
+		Thread: &tether.Thread{ID: id, Status: tether.ThreadIdle, CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := sub.Next(ctx)
+	if err != nil || len(recs) != 1 || recs[0].Type != "ds.data" {
+		t.Fatalf("hub: %v, %v", recs, err)
+	}
+	_, err = e.Thread(ctx, id)
+	wantCode(t, err, tether.CodeNotFound)
+	_, err = e.Subscribe(ctx, engine.SubscribeRequest{ThreadID: id})
+	wantCode(t, err, tether.CodeNotFound)
+	wantCode(t, e.DeleteThread(ctx, id), tether.CodeNotFound)
+	_, _, err = e.CreateThread(ctx, id, nil)
+	wantCode(t, err, tether.CodeBadRequest)
+	mustThread(t, e, "t1")
+	page, err := e.Threads(ctx, store.ThreadQuery{})
+	if err != nil || len(page.Threads) != 1 || page.Threads[0].ID != "t1" {
+		t.Fatalf("listing: %+v, %v", page, err)
+	}
+	if _, err := st.Thread(ctx, id); err != nil {
+		t.Fatalf("the foreign log was touched: %v", err)
+	}
+}

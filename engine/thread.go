@@ -30,15 +30,19 @@ type thread struct {
 	committed int64 // events committed
 	row       tether.Thread
 	extras    map[string]*runExtra
-	idem      map[string]string // idempotency key → run ID
+	idem      map[string]string          // idempotency key → run ID
 	producers map[string]*store.Producer // producer key → state, committed and queued
 	queue     []*pending
 	flushing  bool
 	broken    bool // a commit failed: this entry must not be used again
 	deleted   bool
 
-	rmu   sync.Mutex
-	state *runs.State
+	rmu    sync.Mutex
+	state  *runs.State // nil while loading
+	folded int64       // events folded into state
+	// early holds the batches notified while the thread was loading:
+	// another node may commit during the load, after the load's read.
+	early []*store.Committed
 }
 
 // runExtra is what the server keeps about a run besides the fold of the
@@ -72,8 +76,14 @@ func (t *thread) waitIdle() {
 }
 
 // thread returns the loaded state of a thread, loading it from the store if
-// needed. It returns a not_found error if the thread does not exist.
+// needed. It returns a not_found error if the thread does not exist, or if
+// id is not a valid thread ID: the store also keeps logs the engine must
+// never load, under IDs with a ":" (Durable Streams keeps its streams under
+// "ds:"), which tether.ValidID refuses.
 func (e *Engine) thread(ctx context.Context, id string) (*thread, error) {
+	if !tether.ValidID(id) {
+		return nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", truncateID(id))
+	}
 	e.mu.Lock()
 	t := e.threads[id]
 	if t != nil {
@@ -118,6 +128,13 @@ func (e *Engine) cached(id string) *thread {
 		return nil
 	}
 	return t
+}
+
+// entry returns a thread's entry, loaded or loading, if there is one.
+func (e *Engine) entry(id string) *thread {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.threads[id]
 }
 
 // forget drops a thread's state from memory.
@@ -181,12 +198,23 @@ func (e *Engine) load(ctx context.Context, t *thread) error {
 			break
 		}
 	}
-	if n != rec.Version {
-		return fmt.Errorf("load thread %s: log holds %d events, row says %d", t.id, n, rec.Version)
-	}
+	// Batches committed (by another node) while the log was read were
+	// kept aside by the notify path: fold them too, skipping what the read
+	// already had. The version is what was folded; a commit on a stale one
+	// conflicts and is replayed.
+	t.rmu.Lock()
 	t.state = state
+	t.folded = n
+	for _, c := range t.early {
+		for _, ev := range c.Events {
+			e.fold(t, ev)
+		}
+	}
+	t.early = nil
+	n = t.folded
 	t.spec = state.Machine().Clone()
-	t.version, t.committed = rec.Version, rec.Version
+	t.rmu.Unlock()
+	t.version, t.committed = n, n
 	t.row = tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt}
 	t.extras = make(map[string]*runExtra)
 	t.idem = make(map[string]string)
@@ -236,4 +264,12 @@ func (t *thread) snapshotState() *runs.State {
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
 	return t.state.Clone()
+}
+
+// truncateID keeps error messages short whatever a client sent as an ID.
+func truncateID(id string) string {
+	if len(id) > 140 {
+		return id[:140] + "…"
+	}
+	return id
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/runs"
@@ -14,13 +16,13 @@ import (
 // a transaction, and the means to emit events and change run rows. A plan
 // runs under the thread's write lock and must not block or do I/O.
 type planner struct {
-	e      *Engine
-	t      *thread
-	tx     *runs.Tx
-	now    tether.Time
-	events []*tether.Event
-	leases map[string]store.Lease // run ID → new lease
-	extras map[string]*runExtra   // runs created by this plan
+	e         *Engine
+	t         *thread
+	tx        *runs.Tx
+	now       tether.Time
+	events    []*tether.Event
+	leases    map[string]store.Lease // run ID → new lease
+	extras    map[string]*runExtra   // runs created by this plan
 	idem      map[string]string
 	producers []store.Producer
 	result    any // what the plan hands back to its caller
@@ -80,8 +82,12 @@ func (p *planner) lease(runID string) store.Lease {
 	return store.Lease{}
 }
 
-// pending is a validated plan waiting for its commit.
+// pending is a validated plan waiting for its commit. It keeps its plan so
+// that it can be validated again on a fresher state if the store refuses
+// the batch because another node wrote first.
 type pending struct {
+	plan      func(*planner) error
+	result    any
 	events    []*tether.Event
 	encoded   [][]byte
 	runs      []*store.RunRecord
@@ -104,49 +110,103 @@ func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) erro
 	if e.closed.Load() {
 		return nil, errClosed
 	}
-	t.wmu.Lock()
-	if t.deleted || t.broken {
-		t.wmu.Unlock()
-		if t.deleted {
-			return nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", t.id)
+	pd, result, err := e.accept(t, plan)
+	if err == errForeign {
+		// Another node committed to the thread since this one last did:
+		// validate on a state that includes it.
+		if err := e.resync(ctx, t); err != nil {
+			return nil, err
 		}
-		return nil, tether.Errorf(tether.CodeUnavailable, "thread %s is being reloaded; retry", t.id)
+		pd, result, err = e.accept(t, plan)
 	}
-	p := &planner{e: e, t: t, tx: t.spec.Begin(), now: e.now()}
-	if err := plan(p); err != nil {
-		t.wmu.Unlock()
-		e.counters.Rejected.Add(1)
-		return nil, err
+	if err != nil && staleMayExplain(err) {
+		// This node may not have seen another node's latest events (a
+		// lease granted there, a run created there): reject only on a
+		// state that is up to date with the store.
+		if behind, berr := e.behind(ctx, t); berr == nil && behind {
+			if err := e.resync(ctx, t); err != nil {
+				return nil, err
+			}
+			pd, result, err = e.accept(t, plan)
+		}
 	}
-	pd, err := e.prepare(p)
 	if err != nil {
-		t.wmu.Unlock()
-		e.counters.Rejected.Add(1)
 		return nil, err
 	}
 	if pd == nil { // nothing to write
-		t.wmu.Unlock()
-		return &outcome{result: p.result, before: tether.OffsetStart}, nil
+		return &outcome{result: result, before: tether.OffsetStart}, nil
 	}
-	t.queue = append(t.queue, pd)
-	if !t.flushing {
-		t.flushing = true
-		go e.flush(t)
-	}
-	t.wmu.Unlock()
-
 	select {
 	case o := <-pd.done:
 		if o.err != nil {
 			return nil, o.err
 		}
-		o.result = p.result
 		return &o, nil
 	case <-ctx.Done():
 		// The batch is queued and will be committed; the caller gave up
 		// waiting, which is the usual ambiguity of a write that times out.
 		return nil, ctx.Err()
 	}
+}
+
+// accept validates plan on the thread's speculative state and queues what
+// it writes. It returns no pending when there is nothing to write.
+func (e *Engine) accept(t *thread, plan func(*planner) error) (*pending, any, error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if t.deleted {
+		return nil, nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", t.id)
+	}
+	if t.broken {
+		return nil, nil, tether.Errorf(tether.CodeUnavailable, "thread %s is being reloaded; retry", t.id)
+	}
+	if !t.flushing && len(t.queue) == 0 && t.foldedCount() != t.committed {
+		return nil, nil, errForeign
+	}
+	pd, result, err := e.plan(t, plan)
+	if err != nil || pd == nil {
+		return nil, result, err
+	}
+	t.queue = append(t.queue, pd)
+	if !t.flushing {
+		t.flushing = true
+		go e.flush(t)
+	}
+	return pd, nil, nil
+}
+
+// plan runs a plan in a transaction of the speculative machine and, if it
+// holds, prepares it. t.wmu must be held.
+func (e *Engine) plan(t *thread, plan func(*planner) error) (*pending, any, error) {
+	p := &planner{e: e, t: t, tx: t.spec.Begin(), now: e.now()}
+	if err := plan(p); err != nil {
+		e.counters.Rejected.Add(1)
+		return nil, nil, err
+	}
+	pd, err := e.prepare(p)
+	if err != nil {
+		e.counters.Rejected.Add(1)
+		return nil, nil, err
+	}
+	if pd == nil {
+		return nil, p.result, nil
+	}
+	pd.plan, pd.result = plan, p.result
+	return pd, nil, nil
+}
+
+// errForeign says the thread's committed state holds events this engine
+// did not write, which its speculative state and leases do not reflect.
+var errForeign = errors.New("engine: the thread has events of another node")
+
+// staleMayExplain reports whether a rejection could be due to this node
+// not having seen events another node committed.
+func staleMayExplain(err error) bool {
+	switch tether.CodeOf(err) {
+	case tether.CodeNotFound, tether.CodeConflict, tether.CodeLeaseLost, tether.CodeBadRequest, tether.CodeRunActive:
+		return true
+	}
+	return false
 }
 
 // prepare encodes a plan's events, computes the rows it changes and commits
@@ -263,6 +323,7 @@ func rowEqual(a, b *store.RunRecord) bool {
 // queue is empty. Plans that arrive while a batch is in flight are combined
 // into the next batch.
 func (e *Engine) flush(t *thread) {
+	conflicts := 0
 	for {
 		t.wmu.Lock()
 		batch := t.queue
@@ -306,10 +367,23 @@ func (e *Engine) flush(t *thread) {
 		t.wmu.Unlock()
 
 		res, err := e.st.Commit(context.Background(), b)
+		if errors.Is(err, store.ErrConflict) && conflicts < maxConflicts {
+			// Another node wrote to the thread first: catch up with the
+			// store and validate every queued plan again on that state.
+			conflicts++
+			// Two nodes that keep writing to one thread would keep
+			// colliding; a random pause lets one of them through.
+			time.Sleep(rand.N(time.Duration(min(1<<conflicts, 64)) * time.Millisecond))
+			if e.replay(t, batch) {
+				continue
+			}
+			return
+		}
 		if err != nil {
 			e.failQueue(t, batch, err)
 			return
 		}
+		conflicts = 0
 		e.counters.Batches.Add(1)
 		e.counters.Events.Add(int64(len(b.Events)))
 		t.wmu.Lock()
@@ -320,13 +394,50 @@ func (e *Engine) flush(t *thread) {
 		for _, pd := range batch {
 			n := len(pd.events)
 			recs := res.Records[i : i+n : i+n]
-			pd.done <- outcome{records: recs, before: before}
+			pd.done <- outcome{records: recs, before: before, result: pd.result}
 			if n > 0 {
 				before = recs[n-1].Offset
 			}
 			i += n
 		}
 	}
+}
+
+// maxConflicts bounds how often one batch is validated again after losing
+// a race with another node before the appenders get an error.
+const maxConflicts = 32
+
+// replay catches a thread up with the store after a conflict, rebuilds its
+// speculative state, and validates the failed batch's plans and the queued
+// ones again, in order: those that still hold are queued, the others get
+// their error. It returns false if the catch-up failed (the plans then got
+// an error).
+func (e *Engine) replay(t *thread, failed []*pending) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := e.catchUp(ctx, t)
+	if err != nil {
+		e.failQueue(t, failed, err)
+		return false
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	all := append(failed, t.queue...)
+	t.queue = nil
+	e.rebuild(t, rows)
+	for _, old := range all {
+		pd, result, err := e.plan(t, old.plan)
+		switch {
+		case err != nil:
+			old.done <- outcome{err: err}
+		case pd == nil:
+			old.done <- outcome{result: result, before: tether.OffsetStart}
+		default:
+			pd.done = old.done
+			t.queue = append(t.queue, pd)
+		}
+	}
+	return true
 }
 
 // failQueue fails a batch the store refused and everything queued after
@@ -356,17 +467,20 @@ func (e *Engine) failQueue(t *thread, batch []*pending, err error) {
 // it folds the events into the thread's committed state, publishes them,
 // and queues runs that became ready to start.
 func (e *Engine) onCommit(c *store.Committed) {
-	t := e.cached(c.ThreadID)
+	t := e.entry(c.ThreadID)
 	var next []tether.Run
 	if t != nil {
 		t.rmu.Lock()
+		if t.state == nil {
+			// Still loading: the load folds it when it is done.
+			t.early = append(t.early, c)
+			t.rmu.Unlock()
+			t = nil
+		}
+	}
+	if t != nil {
 		for _, ev := range c.Events {
-			if !ev.Offset.After(t.state.Offset()) {
-				continue
-			}
-			if err := t.state.Apply(ev); err != nil {
-				e.log.Error("committed event does not fold", "thread", c.ThreadID, "offset", ev.Offset, "err", err)
-			}
+			e.fold(t, ev)
 		}
 		for _, ev := range c.Events {
 			if ev.Type == tether.EventRunCreated || ev.Type == tether.EventRunFinished {
@@ -381,5 +495,8 @@ func (e *Engine) onCommit(c *store.Committed) {
 	e.hub.Publish(c.ThreadID, c.Before, c.Records)
 	for _, r := range next {
 		e.queue.push(r.Agent, r.ID, r.ThreadID)
+	}
+	if t == nil {
+		e.dispatchUncached(c)
 	}
 }
