@@ -165,7 +165,7 @@ func TestSnapshot(t *testing.T) {
 func TestFinalAnswer(t *testing.T) {
 	s := NewState(newThread())
 	fa, ok := s.FinalAnswer("")
-	if !ok || *fa != (tether.FinalAnswer{}) {
+	if !ok || *fa != (tether.FinalAnswer{Offset: tether.OffsetStart}) {
 		t.Fatalf("no runs: %+v %v", fa, ok)
 	}
 	fold(t, s, runCreated("r1"), msgCreated("r1", "u1", tether.RoleUser, "question"), runStarted("r1"))
@@ -179,6 +179,9 @@ func TestFinalAnswer(t *testing.T) {
 	fa, _ = s.FinalAnswer("r1")
 	if fa.MessageID != "a2" || fa.Content != "The answer." || fa.Complete || !fa.CompletedAt.IsZero() {
 		t.Fatalf("streaming: %+v", fa)
+	}
+	if fa.Offset != s.Offset() {
+		t.Fatalf("answer as of %s, state at %s", fa.Offset, s.Offset())
 	}
 	fold(t, s, with(msgStarted("r1", "t1"), func(e *tether.Event) { e.Role = tether.RoleTool }), runFinished("r1", tether.RunDone))
 	fa, _ = s.FinalAnswer("")
