@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -258,7 +257,7 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 	go func() { defer wg.Done(); t.heartbeat(ctx) }()
 
 	s := agents.NewSession(run, cl.Messages, t)
-	err := w.call(ctx, s)
+	err := agents.Call(ctx, w.opts.Agents[run.Agent], s)
 
 	fctx, fcancel := context.WithCancel(hard)
 	var ferr error
@@ -267,17 +266,15 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 		// The agent sent run.finished; if that append's outcome is not
 		// known (its context ended in flight), send it again.
 		ferr = t.flush(fctx)
-	case errors.Is(cause, errCancelRequested):
-		ferr = s.Finish(fctx, tether.RunCancelled, nil)
-	case cause != nil:
+	case cause != nil && !errors.Is(cause, errCancelRequested):
 		// The run ended without us, the lease is lost, or the worker is
 		// stopping: the server ends the run (or hands it over).
 		log.Info("tether worker: run left to the server", "why", cause, "agent_err", err)
-	case err != nil:
-		log.Warn("tether worker: agent failed", "err", err)
-		ferr = s.Finish(fctx, tether.RunError, &tether.ErrorInfo{Code: "agent_error", Message: "The agent failed."})
 	default:
-		ferr = s.Finish(fctx, tether.RunDone, nil)
+		if err != nil && cause == nil {
+			log.Warn("tether worker: agent failed", "err", err)
+		}
+		ferr = s.Conclude(fctx, err, cause != nil)
 	}
 	fcancel()
 	if ferr != nil && tether.CodeOf(ferr) != tether.CodeConflict {
@@ -285,18 +282,4 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 	}
 	stop(errAgentReturned)
 	wg.Wait()
-}
-
-// call runs the agent, turning a panic into an error.
-func (w *Worker) call(ctx context.Context, s *agents.Session) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("agent panicked: %v\n%s", v, debug.Stack())
-		}
-	}()
-	a := w.opts.Agents[s.Run.Agent]
-	if a == nil {
-		return fmt.Errorf("no agent %q", s.Run.Agent)
-	}
-	return a.Run(ctx, s)
 }

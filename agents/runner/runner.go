@@ -17,9 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -164,22 +162,16 @@ func (r *Runner) execute(c *engine.Claim) {
 	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
-	err = r.call(ctx, s)
-	if !s.Finished() {
+	err = agents.Call(ctx, r.agents[run.Agent], s)
+	cause := context.Cause(ctx)
+	if err != nil && cause == nil {
+		log.Warn("agent failed", "err", err)
+	}
+	// A run that ended without us (finished by the server, lease lost,
+	// node shutting down) has nothing left to finish.
+	if cancelled := errors.Is(cause, errCancelRequested); cause == nil || cancelled {
 		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var ferr error
-		switch cause := context.Cause(ctx); {
-		case errors.Is(cause, errCancelRequested):
-			ferr = s.Finish(fctx, tether.RunCancelled, nil)
-		case cause != nil:
-			// The run ended without us (finished by the server, lease
-			// lost, node shutting down): nothing to finish.
-		case err != nil:
-			log.Warn("agent failed", "err", err)
-			ferr = s.Finish(fctx, tether.RunError, &tether.ErrorInfo{Code: "agent_error", Message: "The agent failed."})
-		default:
-			ferr = s.Finish(fctx, tether.RunDone, nil)
-		}
+		ferr := s.Conclude(fctx, err, cancelled)
 		fcancel()
 		if ferr != nil && tether.CodeOf(ferr) != tether.CodeConflict {
 			log.Warn("finish run", "err", ferr)
@@ -188,20 +180,6 @@ func (r *Runner) execute(c *engine.Claim) {
 	cancel(errRunOver)
 	sub.Close()
 	wg.Wait()
-}
-
-// call runs the agent, turning a panic into an error.
-func (r *Runner) call(ctx context.Context, s *agents.Session) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("agent panicked: %v\n%s", v, debug.Stack())
-		}
-	}()
-	a := r.agents[s.Run.Agent]
-	if a == nil {
-		return fmt.Errorf("no agent %q", s.Run.Agent)
-	}
-	return a.Run(ctx, s)
 }
 
 var (
