@@ -1,0 +1,195 @@
+// The composer: a message box, Send (or Stop while a run is active), and an
+// "Options" disclosure for the agent and the demo agent's settings.
+
+import { h, icon, setText } from './dom.js';
+import type { RunOptions } from './format.js';
+
+/** What the composer asks of the page. */
+export interface ComposerHost {
+  /** Sends a message with the options; rejects with an error to show. */
+  send(text: string, options: RunOptions): Promise<void>;
+  /** Stops the active run. */
+  stop(): Promise<void>;
+}
+
+/** The message box at the bottom of the chat pane. */
+export class Composer {
+  readonly el: HTMLFormElement;
+  private readonly text = h('textarea', {
+    class: 'composer-input',
+    testid: 'composer-input',
+    attrs: { rows: 1, placeholder: 'Message the agent…', 'aria-label': 'Message', enterkeyhint: 'send' },
+  });
+  private readonly sendBtn = h('button', { class: 'btn primary round', testid: 'send', attrs: { type: 'submit', 'aria-label': 'Send', title: 'Send (Enter)' } }, icon('send'));
+  private readonly stopBtn = h('button', { class: 'btn danger round', testid: 'stop', attrs: { type: 'button', 'aria-label': 'Stop', title: 'Stop the run' } }, icon('stop'));
+  private readonly error = h('div', { class: 'form-error', testid: 'composer-error', attrs: { role: 'alert' } });
+  private readonly agent = h('input', { class: 'field', testid: 'opt-agent', attrs: { type: 'text', placeholder: 'server default', autocomplete: 'off', spellcheck: 'false' } });
+  private readonly tokens = h('input', { class: 'field', testid: 'opt-tokens', attrs: { type: 'number', min: 0, max: 100000, placeholder: '80', inputmode: 'numeric' } });
+  private readonly delay = h('input', { class: 'field', testid: 'opt-delay', attrs: { type: 'number', min: 0, max: 60000, placeholder: '30', inputmode: 'numeric' } });
+  private readonly reasoning = checkbox('opt-reasoning');
+  private readonly tool = checkbox('opt-tool');
+  private readonly ask = checkbox('opt-ask');
+  private readonly fail = checkbox('opt-fail');
+  private readonly summary = h('span', { class: 'options-summary', testid: 'options-summary' });
+  private sending = false;
+  private active = false;
+
+  constructor(
+    private readonly host: ComposerHost,
+    initial: RunOptions,
+  ) {
+    this.agent.value = initial.agent;
+    this.tokens.value = initial.tokens === undefined ? '' : String(initial.tokens);
+    this.delay.value = initial.delayMs === undefined ? '' : String(initial.delayMs);
+    this.reasoning.checked = initial.reasoning;
+    this.tool.checked = initial.tool;
+    this.ask.checked = initial.ask;
+    this.fail.checked = initial.fail;
+    this.error.hidden = true;
+    this.stopBtn.hidden = true;
+
+    const options = h(
+      'details',
+      { class: 'options', testid: 'options' },
+      h('summary', {}, icon('sliders'), h('span', {}, 'Options'), this.summary),
+      h(
+        'div',
+        { class: 'options-grid' },
+        labelled('Agent', this.agent),
+        labelled('Words', this.tokens),
+        labelled('Delay (ms)', this.delay),
+        h(
+          'div',
+          { class: 'checks' },
+          checkLabel(this.reasoning, 'Reasoning'),
+          checkLabel(this.tool, 'Tool call'),
+          checkLabel(this.ask, 'Ask for input'),
+          checkLabel(this.fail, 'Fail halfway'),
+        ),
+        h('p', { class: 'options-hint' }, 'Words, delay and the checkboxes set the demo agent’s run (metadata.demo).'),
+      ),
+    );
+    for (const el of [this.agent, this.tokens, this.delay, this.reasoning, this.tool, this.ask, this.fail]) {
+      el.addEventListener('input', () => this.updateSummary());
+    }
+    this.updateSummary();
+
+    this.text.addEventListener('input', () => this.autosize());
+    this.text.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.el.requestSubmit();
+      }
+    });
+    this.stopBtn.addEventListener('click', () => void this.onStop());
+    this.el = h(
+      'form',
+      { class: 'composer', testid: 'composer', on: { submit: (e) => (e.preventDefault(), void this.onSend()) } },
+      h('div', { class: 'composer-box' }, this.text, this.sendBtn, this.stopBtn),
+      h('div', { class: 'composer-meta' }, options, this.error),
+    );
+  }
+
+  /** Fills the box and sends (a suggestion chip). */
+  sendText(text: string): void {
+    this.text.value = text;
+    this.el.requestSubmit();
+  }
+
+  /** Focuses the message box (not on touch screens, where it opens the keyboard). */
+  focus(): void {
+    if (matchMedia('(hover: hover)').matches) this.text.focus({ preventScroll: true });
+  }
+
+  /**
+   * Whether a run is active (Send becomes Stop) and whether a stop was
+   * already asked for.
+   */
+  setActive(active: boolean, stopping: boolean): void {
+    this.active = active;
+    this.sendBtn.hidden = active;
+    this.stopBtn.hidden = !active;
+    this.stopBtn.disabled = stopping;
+    this.stopBtn.title = stopping ? 'Stopping…' : 'Stop the run';
+  }
+
+  /** The options as set now. */
+  options(): RunOptions {
+    const int = (el: HTMLInputElement) => {
+      const n = el.valueAsNumber;
+      return el.value.trim() === '' || !Number.isInteger(n) || n < 0 ? undefined : n;
+    };
+    return {
+      agent: this.agent.value.trim(),
+      tokens: int(this.tokens),
+      delayMs: int(this.delay),
+      reasoning: this.reasoning.checked,
+      tool: this.tool.checked,
+      ask: this.ask.checked,
+      fail: this.fail.checked,
+    };
+  }
+
+  private updateSummary(): void {
+    const o = this.options();
+    const bits: string[] = [];
+    if (o.agent) bits.push(o.agent);
+    if (o.tokens !== undefined) bits.push(`${o.tokens} words`);
+    if (o.delayMs !== undefined) bits.push(`${o.delayMs} ms`);
+    if (o.ask) bits.push('asks');
+    if (o.fail) bits.push('fails');
+    if (!o.reasoning) bits.push('no reasoning');
+    if (!o.tool) bits.push('no tool');
+    setText(this.summary, bits.join(' · '));
+  }
+
+  private autosize(): void {
+    this.text.style.height = 'auto';
+    this.text.style.height = `${Math.min(this.text.scrollHeight, 200)}px`;
+  }
+
+  private showError(msg: string | undefined): void {
+    this.error.hidden = !msg;
+    setText(this.error, msg ?? '');
+  }
+
+  private async onSend(): Promise<void> {
+    const text = this.text.value.trim();
+    if (!text || this.sending || this.active) return;
+    this.sending = true;
+    this.sendBtn.disabled = true;
+    this.showError(undefined);
+    try {
+      await this.host.send(text, this.options());
+      this.text.value = '';
+      this.autosize();
+    } catch (err) {
+      this.showError(err instanceof Error ? err.message : String(err));
+    } finally {
+      this.sending = false;
+      this.sendBtn.disabled = false;
+    }
+  }
+
+  private async onStop(): Promise<void> {
+    this.stopBtn.disabled = true;
+    try {
+      await this.host.stop();
+    } catch (err) {
+      this.stopBtn.disabled = false;
+      this.showError(err instanceof Error ? err.message : String(err));
+    }
+  }
+}
+
+function checkbox(testid: string): HTMLInputElement {
+  return h('input', { testid, attrs: { type: 'checkbox' } });
+}
+
+function checkLabel(box: HTMLInputElement, text: string): HTMLElement {
+  return h('label', { class: 'check' }, box, h('span', {}, text));
+}
+
+function labelled(text: string, field: HTMLElement): HTMLElement {
+  return h('label', { class: 'labelled' }, h('span', {}, text), field);
+}

@@ -1,0 +1,152 @@
+// Tether's chat page. The layout: a sidebar of threads, the chat pane of the
+// open thread (URL hash #/t/<id>, so a reload reopens it) and a composer.
+// Everything live comes from @tether/client.
+
+import { TetherClient, type ConnectionState, type StoreView, type TetherError, type Thread } from '@tether/client';
+import { askForToken, authReason, getToken } from './auth.js';
+import { ChatView, isAuthError } from './chat.js';
+import { Composer } from './composer.js';
+import { h, icon, setData, setText } from './dom.js';
+import { optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
+import { ThreadList, threadTitle } from './sidebar.js';
+
+const CONNECTION_LABEL: Record<ConnectionState, string> = {
+  connecting: 'Connecting…',
+  open: 'Live',
+  reconnecting: 'Reconnecting…',
+  closed: 'Disconnected',
+};
+
+class App {
+  private readonly client = new TetherClient({ baseUrl: '', token: () => getToken() });
+  private readonly threads: ThreadList;
+  private readonly chat: ChatView;
+  private readonly composer: Composer;
+  private readonly title = h('h2', { class: 'pane-title', testid: 'thread-title' });
+  private readonly conn = h('span', { class: 'conn', testid: 'connection', attrs: { role: 'status', 'aria-live': 'polite' } }, h('span', { class: 'dot' }), h('span', { class: 'conn-label' }));
+  private readonly root: HTMLElement;
+  private reachable = true;
+  private authAsked = false;
+
+  constructor(mount: HTMLElement) {
+    const onAuthError = (err: TetherError) => this.authError(err);
+    this.threads = new ThreadList(this.client, {
+      onReachable: (ok) => this.setReachable(ok),
+      onAuthError,
+      onPick: () => this.root.classList.remove('nav-open'),
+    });
+    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v) }, this.client, (s) => this.composer.sendText(s));
+    this.composer = new Composer({ send: (t, o) => this.send(t, o), stop: () => this.chat.stop() }, optionsFromQuery(location.search));
+
+    const menu = h('button', { class: 'btn ghost icon-only menu', testid: 'menu', attrs: { type: 'button', 'aria-label': 'Conversations' }, on: { click: () => this.root.classList.toggle('nav-open') } }, icon('menu'));
+    const scrim = h('div', { class: 'scrim', on: { click: () => this.root.classList.remove('nav-open') } });
+    this.root = h(
+      'div',
+      { class: 'app' },
+      this.threads.el,
+      scrim,
+      h(
+        'main',
+        { class: 'pane' },
+        h('header', { class: 'pane-head' }, menu, this.title, this.conn),
+        this.chat.el,
+        h('div', { class: 'composer-wrap' }, this.composer.el),
+      ),
+    );
+    mount.replaceChildren(this.root);
+    addEventListener('hashchange', () => this.route());
+    addEventListener('online', () => this.renderConnection());
+    addEventListener('offline', () => {
+      this.chat.offline();
+      this.renderConnection();
+    });
+    this.route();
+    this.threads.start();
+  }
+
+  private route(): void {
+    const m = /^#\/t\/(.+)$/.exec(location.hash);
+    let id: string | undefined;
+    if (m) {
+      try {
+        id = decodeURIComponent(m[1]!);
+      } catch {
+        id = undefined;
+      }
+    }
+    this.chat.show(id);
+    this.threads.setActive(id);
+    this.root.classList.remove('nav-open');
+    if (!id) {
+      setText(this.title, 'New chat');
+      document.title = 'Tether';
+      this.composer.setActive(false, false);
+      this.composer.focus();
+    }
+    this.renderConnection();
+  }
+
+  private async send(text: string, o: RunOptions): Promise<void> {
+    try {
+      let tid = this.chat.threadId;
+      if (!tid) {
+        const thread = await this.client.createThread({ metadata: { title: titleFrom(text) } });
+        tid = thread.id;
+        this.chat.show(tid); // before the hash changes, so route() finds it open
+        location.hash = `#/t/${encodeURIComponent(tid)}`;
+      }
+      const metadata = runMetadata(o);
+      await this.chat.startRun({
+        ...(o.agent ? { agent: o.agent } : {}),
+        input: { messages: [{ role: 'user', content: text }] },
+        ...(metadata ? { metadata } : {}),
+      });
+      void this.threads.refresh();
+    } catch (err) {
+      if (isAuthError(err)) this.authError(err);
+      throw err;
+    }
+  }
+
+  private onThread(thread: Thread | undefined, v: StoreView | undefined): void {
+    this.threads.setLive(thread);
+    if (thread) {
+      const t = threadTitle(thread);
+      setText(this.title, t);
+      document.title = `${t} — Tether`;
+    } else if (v) {
+      setText(this.title, v.threadId ?? '');
+    }
+    const active = v?.activeRun;
+    this.composer.setActive(!!active, !!active?.cancel_requested_at);
+    this.renderConnection();
+  }
+
+  private setReachable(ok: boolean): void {
+    const back = ok && !this.reachable;
+    this.reachable = ok;
+    if (back) this.chat.nudge(); // the server is back: resume the stream now, not after the backoff
+    this.renderConnection();
+  }
+
+  private renderConnection(): void {
+    const v = this.chat.view;
+    const state: ConnectionState = v ? v.connection : this.reachable ? 'open' : 'reconnecting';
+    const offline = typeof navigator !== 'undefined' && navigator.onLine === false;
+    setData(this.conn, 'state', state);
+    setData(this.conn, 'offline', offline ? 'true' : undefined);
+    let label = v ? CONNECTION_LABEL[state] : this.reachable ? 'Connected' : 'Server unreachable';
+    if (offline && state !== 'open') label = 'Offline — will resume';
+    if (v?.recovery === 'recovering' && state !== 'open') label = 'Recovering from the server…';
+    setText(this.conn.querySelector('.conn-label')!, label);
+  }
+
+  private authError(err: TetherError): void {
+    if (this.authAsked) return;
+    this.authAsked = true;
+    this.threads.stop();
+    askForToken(authReason(err.status));
+  }
+}
+
+new App(document.getElementById('app')!);

@@ -1,0 +1,129 @@
+// One run of the transcript: its messages, then a footer with its state
+// (working, waiting, done, stopped, failed, aborted and why), the
+// "recovered" note, and the form that answers a run waiting for input.
+
+import type { Message, Run, TetherClient } from '@tether/client';
+import { TetherError, isTerminalRunStatus } from '@tether/client';
+import { h, icon, reconcile, setData, setText } from './dom.js';
+import { requestPrompt, runStatusText } from './format.js';
+import { MessageView } from './message.js';
+
+/** What a run's view needs from the page. */
+export interface RunHost {
+  client: TetherClient;
+  /** Called with errors that need the token prompt (401/403). */
+  onAuthError(err: TetherError): void;
+}
+
+/** The view of one run; the message views are kept by id across updates. */
+export class RunView {
+  readonly el: HTMLElement;
+  private readonly list = h('div', { class: 'run-messages' });
+  private readonly statusText = h('span', { class: 'run-status-text' });
+  private readonly statusIcon = h('span', { class: 'run-status-icon' });
+  private readonly status = h('div', { class: 'run-status', testid: 'run-status', attrs: { role: 'status' } }, this.statusIcon, this.statusText);
+  private readonly note = h(
+    'div',
+    { class: 'recovered-note', testid: 'recovered-note', attrs: { title: 'The live stream dropped; the end of this run was fetched from the server.' } },
+    icon('refresh'),
+    'Stream dropped — recovered',
+  );
+  private readonly slot = h('div', { class: 'run-request' });
+  private readonly messages = new Map<string, MessageView>();
+  private form: InputForm | undefined;
+  private last: Run | undefined;
+
+  constructor(
+    readonly id: string,
+    private readonly host: RunHost,
+  ) {
+    this.note.hidden = true;
+    this.el = h('section', { class: 'run', testid: 'run', attrs: { 'data-run-id': id } }, this.list, this.slot, h('div', { class: 'run-foot' }, this.status, this.note));
+  }
+
+  update(run: Run, messages: readonly Message[], recoveredRun: boolean, recoveredMessages: ReadonlySet<string>): void {
+    const nodes: Node[] = [];
+    for (const m of messages) {
+      let v = this.messages.get(m.id);
+      if (!v) {
+        v = new MessageView(m.id, m.role);
+        this.messages.set(m.id, v);
+      }
+      // One note per run: on the run's foot when its end was recovered, else on each recovered message.
+      v.update(m, !recoveredRun && recoveredMessages.has(m.id));
+      nodes.push(v.el);
+    }
+    reconcile(this.list, nodes);
+    this.note.hidden = !recoveredRun;
+    if (run === this.last) return;
+    this.last = run;
+
+    setData(this.el, 'status', run.status);
+    setData(this.status, 'status', run.status);
+    const tone =
+      run.status === 'error' || run.status === 'aborted' ? 'bad' : run.status === 'waiting' ? 'warn' : isTerminalRunStatus(run.status) ? 'quiet' : 'busy';
+    setData(this.status, 'tone', tone);
+    setText(this.statusText, runStatusText(run));
+    this.statusIcon.replaceChildren(tone === 'busy' ? h('span', { class: 'spinner' }) : tone === 'bad' || tone === 'warn' ? icon('alert') : '');
+    this.status.title = run.error ? `${run.error.code}: ${run.error.message}` : '';
+
+    const rq = run.status === 'waiting' && !run.cancel_requested_at ? run.request : undefined;
+    if (!rq) {
+      this.form = undefined;
+      this.slot.replaceChildren();
+    } else if (this.form?.requestId !== rq.id) {
+      this.form = new InputForm(run.id, rq.id, requestPrompt(rq.payload), this.host);
+      this.slot.replaceChildren(this.form.el);
+      this.form.focus();
+    }
+  }
+}
+
+/** The form shown while a run waits for a person (POST /v1/runs/{rid}/input). */
+class InputForm {
+  readonly el: HTMLFormElement;
+  private readonly input = h('input', {
+    class: 'field',
+    testid: 'input-value',
+    attrs: { type: 'text', placeholder: 'Type your answer…', autocomplete: 'off', 'aria-label': 'Your answer', required: true },
+  });
+  private readonly button = h('button', { class: 'btn primary', testid: 'input-submit', attrs: { type: 'submit' } }, 'Send answer');
+  private readonly error = h('div', { class: 'form-error', testid: 'input-error', attrs: { role: 'alert' } });
+
+  constructor(
+    private readonly runId: string,
+    readonly requestId: string,
+    prompt: string,
+    private readonly host: RunHost,
+  ) {
+    this.error.hidden = true;
+    this.el = h(
+      'form',
+      { class: 'input-form', testid: 'input-form', on: { submit: (e) => (e.preventDefault(), void this.submit()) } },
+      h('div', { class: 'input-prompt', testid: 'input-prompt' }, icon('alert'), h('span', {}, prompt)),
+      h('div', { class: 'input-row' }, this.input, this.button),
+      this.error,
+    );
+  }
+
+  focus(): void {
+    // Not on touch screens, where focusing opens the keyboard over the page.
+    if (matchMedia('(hover: hover)').matches) requestAnimationFrame(() => this.input.focus({ preventScroll: true }));
+  }
+
+  private async submit(): Promise<void> {
+    const value = this.input.value.trim();
+    if (!value) return;
+    this.button.disabled = this.input.disabled = true;
+    this.error.hidden = true;
+    try {
+      await this.host.client.submitInput(this.runId, this.requestId, value);
+      setText(this.button, 'Sent');
+    } catch (err) {
+      this.button.disabled = this.input.disabled = false;
+      if (err instanceof TetherError && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
+      this.error.hidden = false;
+      setText(this.error, err instanceof Error ? err.message : String(err));
+    }
+  }
+}

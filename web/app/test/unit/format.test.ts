@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { blocks, duration, optionsFromQuery, requestPrompt, runMetadata, spans, threadStatusLabel, titleFrom, DEFAULT_OPTIONS } from '../../src/format.js';
+
+// What the page shows of a text, as characters: blocks and spans keep every
+// character of the text except the markers, so the DOM's text of a plain
+// answer is exactly the answer (the page tests compare it with final-answer).
+const shown = (text: string) =>
+  blocks(text)
+    .map((b) => (b.kind === 'code' ? b.text : spans(b.text).map((s) => s.text).join('')))
+    .join('');
+
+describe('blocks', () => {
+  it('keeps plain text whole', () => {
+    const t = 'Here is what I found about “x”.\nSecond line <b>not html</b>.';
+    expect(blocks(t)).toEqual([{ kind: 'prose', text: t }]);
+    expect(shown(t)).toBe(t);
+  });
+
+  it('splits fenced code, with its language', () => {
+    expect(blocks('before\n```js\nlet a = 1;\n```\nafter')).toEqual([
+      { kind: 'prose', text: 'before\n' },
+      { kind: 'code', lang: 'js', text: 'let a = 1;' },
+      { kind: 'prose', text: 'after' },
+    ]);
+  });
+
+  it('runs an unclosed fence (still streaming) to the end', () => {
+    expect(blocks('```\npartial')).toEqual([{ kind: 'code', lang: '', text: 'partial' }]);
+    expect(blocks('a\n```py')).toEqual([
+      { kind: 'prose', text: 'a\n' },
+      { kind: 'code', lang: 'py', text: '' },
+    ]);
+  });
+});
+
+describe('spans', () => {
+  it('finds code and strong spans', () => {
+    expect(spans('use `fetch` and **never** poll')).toEqual([
+      { kind: 'text', text: 'use ' },
+      { kind: 'code', text: 'fetch' },
+      { kind: 'text', text: ' and ' },
+      { kind: 'strong', text: 'never' },
+      { kind: 'text', text: ' poll' },
+    ]);
+  });
+
+  it('leaves unclosed markers as text (a delta may split them)', () => {
+    expect(spans('a `b and **c')).toEqual([{ kind: 'text', text: 'a `b and **c' }]);
+  });
+});
+
+describe('options', () => {
+  it('reads the query', () => {
+    expect(optionsFromQuery('?tokens=200&delay_ms=40&ask=1&tool=0&agent=demo')).toEqual({
+      ...DEFAULT_OPTIONS,
+      agent: 'demo',
+      tokens: 200,
+      delayMs: 40,
+      ask: true,
+      tool: false,
+    });
+    expect(optionsFromQuery('')).toEqual(DEFAULT_OPTIONS);
+    expect(optionsFromQuery('?tokens=-3&delay_ms=x')).toEqual(DEFAULT_OPTIONS);
+  });
+
+  it('sends only what differs from the demo defaults', () => {
+    expect(runMetadata(DEFAULT_OPTIONS)).toBeUndefined();
+    expect(runMetadata({ ...DEFAULT_OPTIONS, tokens: 0, ask: true, reasoning: false })).toEqual({ demo: { tokens: 0, reasoning: false, ask: true } });
+  });
+});
+
+describe('labels', () => {
+  it('names thread statuses for people', () => {
+    expect(threadStatusLabel('busy')).toBe('running');
+    expect(threadStatusLabel('waiting')).toBe('needs input');
+  });
+
+  it('shows what a waiting run asks', () => {
+    expect(requestPrompt({ prompt: 'Which detail?' })).toBe('Which detail?');
+    expect(requestPrompt('plain')).toBe('plain');
+    expect(requestPrompt(undefined)).toMatch(/waiting/);
+    expect(requestPrompt({ choices: [1, 2] })).toContain('"choices"');
+  });
+
+  it('formats durations and titles', () => {
+    expect(duration('2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.250Z')).toBe('1.3 s');
+    expect(duration('2026-01-01T00:00:00.000Z', '2026-01-01T00:02:05.000Z')).toBe('2 min 5 s');
+    expect(duration(null, '2026-01-01T00:00:00.000Z')).toBe('');
+    expect(titleFrom('  a\n b  ')).toBe('a b');
+    expect(titleFrom('x'.repeat(80))).toHaveLength(58);
+  });
+});
