@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetherhq/tether/api/durablestreams"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/streams"
+	"github.com/tetherhq/tether/streams/wake"
 )
 
 // Options configure a Server. The zero value is ready to use.
@@ -39,6 +42,15 @@ type Options struct {
 	// MaxSubscriptions limits the subscriptions open at once on one
 	// WebSocket. Defaults to 256.
 	MaxSubscriptions int
+	// Streams, if set, serves the Durable Streams protocol at /v1/stream/
+	// (package api/durablestreams).
+	Streams *streams.Service
+	// Wake, if set, serves the Durable Streams subscription APIs under
+	// /v1/stream/__ds/.
+	Wake *wake.Manager
+	// LongPollTimeout is how long a Durable Streams long poll waits for
+	// data. Defaults to 30s.
+	LongPollTimeout time.Duration
 	// Web, if set, is served at / (the chat page).
 	Web fs.FS
 	// Logger defaults to slog.Default().
@@ -63,6 +75,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = 30 * time.Second
+	}
+	if o.LongPollTimeout <= 0 {
+		o.LongPollTimeout = 30 * time.Second
 	}
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 256
@@ -133,6 +148,22 @@ func (s *Server) Handler() http.Handler {
 	handle("POST /v1/runs/{rid}/events", s.allow(s.appendEvents, worker))
 	handle("POST /v1/runs/{rid}/heartbeat", s.allow(s.heartbeat, worker))
 
+	if s.opts.Streams != nil {
+		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
+			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
+			Wake: s.opts.Wake, Stopping: s.stopping, Logger: s.log,
+			Live: func() func() { s.streams.Add(1); return s.streams.Done },
+		})
+		handle(durablestreams.Prefix, s.allow(ds.ServeHTTP, client, worker))
+		// These authenticate themselves (the JWKS is public; callbacks,
+		// acks and releases carry the wake's own bearer token), so that
+		// a webhook receiver needs no API key.
+		handle("GET "+durablestreams.Prefix+"__ds/jwks.json", ds.ServeHTTP)
+		for _, action := range []string{"callback", "ack", "release"} {
+			handle("POST "+durablestreams.Prefix+"__ds/subscriptions/{id}/"+action, ds.ServeHTTP)
+		}
+	}
+
 	handle("/", s.fallback())
 	_ = admin
 	return s.cors(mux)
@@ -193,8 +224,12 @@ func (s *Server) fallback() http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if files != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasPrefix(r.URL.Path, "/v1/") {
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.Header().Set("Referrer-Policy", "no-referrer")
+			h := w.Header()
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "no-referrer")
+			// The page loads only its own files and talks only to this
+			// server; nothing may frame it.
+			h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 			files.ServeHTTP(w, r)
 			return
 		}

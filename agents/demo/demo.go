@@ -247,6 +247,10 @@ func Script(prompt string, o Options) Transcript {
 			sc.Text = append(sc.Text, w)
 		}
 	}
+	// End on a full stop, however the words fell.
+	if n := len(sc.Text); n > 0 && !strings.HasSuffix(sc.Text[n-1], ".") {
+		sc.Text[n-1] = strings.TrimRight(sc.Text[n-1], ",;:") + "."
+	}
 	return sc
 }
 

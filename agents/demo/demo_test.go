@@ -56,3 +56,12 @@ func TestParseOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestScriptEndsOnAFullStop(t *testing.T) {
+	for _, n := range []int{1, 7, 13, 80, 501} {
+		s := demo.Script("why", demo.Options{Tokens: n})
+		if last := s.Text[len(s.Text)-1]; !strings.HasSuffix(last, ".") || len(s.Text) != n {
+			t.Fatalf("%d tokens: %d words ending %q", n, len(s.Text), last)
+		}
+	}
+}
