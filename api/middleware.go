@@ -125,7 +125,13 @@ func (s *Server) cors(h http.Handler) http.Handler {
 }
 
 var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id",
-	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq"}
+	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq",
+	// Durable Streams (/v1/stream/).
+	"Stream-Next-Offset", "Stream-Cursor", "Stream-Up-To-Date", "Stream-Closed", "Stream-TTL",
+	"Stream-Expires-At", "Stream-SSE-Data-Encoding", "ETag"}
 
 var allowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "Cache-Control",
-	"Tether-Lease", "Producer-Id", "Producer-Epoch", "Producer-Seq", "X-Request-Id"}
+	"Tether-Lease", "Producer-Id", "Producer-Epoch", "Producer-Seq", "X-Request-Id",
+	// Durable Streams (/v1/stream/).
+	"If-None-Match", "Stream-Seq", "Stream-TTL", "Stream-Expires-At", "Stream-Closed",
+	"Stream-Forked-From", "Stream-Fork-Offset", "Stream-Fork-Sub-Offset"}

@@ -168,6 +168,12 @@ type ThreadRecord struct {
 
 // ThreadQuery selects threads.
 type ThreadQuery struct {
+	// Namespace selects the threads whose ID is Namespace + ":" + anything.
+	// Empty selects the threads whose ID has no ":" at all: the conversation
+	// threads of the runs engine (tether.ValidID never has a ":"), so that
+	// logs kept in the store for other purposes (Durable Streams, under
+	// "ds:") stay out of thread listings.
+	Namespace string
 	// Status, if set, keeps only threads with this status.
 	Status tether.ThreadStatus
 	// Limit is the page size. Defaults to 50; at most 1000.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,8 @@ import (
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/store/sqlitestore"
+	"github.com/tetherhq/tether/streams"
+	"github.com/tetherhq/tether/streams/wake"
 	"github.com/tetherhq/tether/web/app"
 )
 
@@ -31,6 +35,7 @@ type serveConfig struct {
 	openaiBaseURL, openaiModel, openaiKey                                            string
 	fsync, insecure                                                                  bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
+	longPollTimeout                                                                  time.Duration
 	maxBody, maxEvent, maxWSSubs                                                     int
 }
 
@@ -50,6 +55,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	sweep := fs.Duration("sweep-interval", "TETHER_SWEEP_INTERVAL", time.Second, "how often expired leases and cancel graces are checked")
 	shutdownGrace := fs.Duration("shutdown-grace", "TETHER_SHUTDOWN_GRACE", 5*time.Second, "on SIGTERM, time in-process runs get to finish before they are aborted")
 	writeTimeout := fs.Duration("write-timeout", "TETHER_WRITE_TIMEOUT", 30*time.Second, "a stream whose client reads nothing for this long is cut")
+	longPoll := fs.Duration("long-poll-timeout", "TETHER_LONG_POLL_TIMEOUT", 30*time.Second, "how long a Durable Streams long poll (/v1/stream/) waits for data")
 	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
@@ -71,6 +77,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.fsync, c.insecure = *fsync, *insecure
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
+	c.longPollTimeout = *longPoll
 	// The key comes only from the environment, so that it never shows in
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
@@ -123,9 +130,29 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	rn := runner.New(e, local, runner.Options{Logger: log})
 
+	// Durable Streams live in the same store as thread logs; their commits
+	// reach the engine's hub like every other. Subscriptions hear of
+	// appends through OnAppend, which never blocks an append.
+	signing, err := loadSigningKey(filepath.Join(c.data, "webhook-signing.key"))
+	if err != nil {
+		return err
+	}
+	var wk *wake.Manager
+	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, OnAppend: func(path string) { wk.Notify(path) }})
+	wk = wake.New(ds, st, wake.Options{SigningKey: signing, Logger: log})
+	if err := ds.Start(ctx); err != nil {
+		return fmt.Errorf("start streams: %w", err)
+	}
+	defer ds.Close()
+	if err := wk.Start(ctx); err != nil {
+		return fmt.Errorf("start stream subscriptions: %w", err)
+	}
+	defer wk.Close()
+
 	srv := api.New(e, api.Options{
 		Keys: keys, CORSOrigins: splitList(c.cors), DefaultAgent: c.agent, Heartbeat: c.heartbeat,
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
+		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout,
 		Web: app.FS(), Logger: log,
 	})
 	hs := &http.Server{
@@ -183,6 +210,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		hs.Close()
 		<-httpDone
 	}
+	_ = wk.Close()
+	_ = ds.Close()
 	if err := e.Close(); err != nil {
 		log.Error("close engine", "err", err)
 	}
@@ -209,6 +238,29 @@ func localAgents(c serveConfig, log *slog.Logger) (map[string]agents.Agent, erro
 		local[openai.Name] = a
 	}
 	return local, nil
+}
+
+// loadSigningKey reads the key that signs Durable Streams webhook
+// notifications (and wake tokens) from file, creating it on first start,
+// so that receivers' cached keys and issued tokens survive restarts.
+func loadSigningKey(file string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		key := wake.NewSigningKey()
+		enc := base64.StdEncoding.EncodeToString(key.Seed()) + "\n"
+		if err := os.WriteFile(file, []byte(enc), 0o600); err != nil {
+			return nil, fmt.Errorf("webhook signing key: %w", err)
+		}
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook signing key: %w", err)
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("webhook signing key %s: not a base64 Ed25519 seed", file)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
 }
 
 func loadKeys(c serveConfig) ([]api.Key, error) {

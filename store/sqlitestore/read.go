@@ -137,20 +137,21 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 		rows *sql.Rows
 		err  error
 	)
+	ns := nsArgs(q.Namespace)
 	switch {
 	case q.Cursor == "" && q.Status == "":
-		rows, err = s.r.threads.QueryContext(ctx, limit+1)
+		rows, err = s.r.threads.QueryContext(ctx, append(ns, limit+1)...)
 	case q.Cursor == "":
-		rows, err = s.r.threadsStatus.QueryContext(ctx, string(q.Status), limit+1)
+		rows, err = s.r.threadsStatus.QueryContext(ctx, append(ns, string(q.Status), limit+1)...)
 	default:
 		updated, id, ok := decodeCursor(q.Cursor)
 		if !ok {
 			return nil, tether.Errorf(tether.CodeBadRequest, "thread cursor is malformed")
 		}
 		if q.Status == "" {
-			rows, err = s.r.threadsAfter.QueryContext(ctx, updated, id, limit+1)
+			rows, err = s.r.threadsAfter.QueryContext(ctx, append(ns, updated, id, limit+1)...)
 		} else {
-			rows, err = s.r.threadsStatusAfter.QueryContext(ctx, string(q.Status), updated, id, limit+1)
+			rows, err = s.r.threadsStatusAfter.QueryContext(ctx, append(ns, string(q.Status), updated, id, limit+1)...)
 		}
 	}
 	if err != nil {
@@ -174,6 +175,14 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 		page.Next = encodeCursor(millis(last.UpdatedAt), last.ID)
 	}
 	return page, nil
+}
+
+// nsArgs returns the arguments of the threadsNamespace filter.
+func nsArgs(ns string) []any {
+	if ns == "" {
+		return []any{1, "", ""}
+	}
+	return []any{0, ns + ":", ns + ";"}
 }
 
 func encodeCursor(updated int64, id string) string {

@@ -156,16 +156,22 @@ const (
 		WHERE thread = ? AND id > ? ORDER BY id LIMIT ?`
 	sqlThread = `SELECT ` + threadColumns + ` FROM threads WHERE id = ?`
 
+	// The namespace filter takes three arguments (see nsArgs): a flag that
+	// selects IDs without a ":", or the range [ns+":", ns+";") of IDs with
+	// the namespace's prefix.
+	threadsNamespace = `((? = 1 AND instr(id, ':') = 0) OR (id >= ? AND id < ?))`
+
 	sqlThreads = `SELECT ` + threadColumns + ` FROM threads
+		WHERE ` + threadsNamespace + `
 		ORDER BY updated_at DESC, id DESC LIMIT ?`
 	sqlThreadsAfter = `SELECT ` + threadColumns + ` FROM threads
-		WHERE (updated_at, id) < (?, ?)
+		WHERE ` + threadsNamespace + ` AND (updated_at, id) < (?, ?)
 		ORDER BY updated_at DESC, id DESC LIMIT ?`
 	sqlThreadsStatus = `SELECT ` + threadColumns + ` FROM threads
-		WHERE status = ?
+		WHERE ` + threadsNamespace + ` AND status = ?
 		ORDER BY updated_at DESC, id DESC LIMIT ?`
 	sqlThreadsStatusAfter = `SELECT ` + threadColumns + ` FROM threads
-		WHERE status = ? AND (updated_at, id) < (?, ?)
+		WHERE ` + threadsNamespace + ` AND status = ? AND (updated_at, id) < (?, ?)
 		ORDER BY updated_at DESC, id DESC LIMIT ?`
 
 	sqlRun        = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`

@@ -373,3 +373,73 @@ func testDeleteThread(t *testing.T, s *suite) {
 		t.Fatalf("version %d, want 3", tr.Version)
 	}
 }
+
+// testNamespaces checks ThreadQuery.Namespace: the default listing holds
+// only IDs without a ":", and a namespace lists exactly its own IDs, with
+// paging and the status filter.
+func testNamespaces(t *testing.T, s *suite) {
+	st := s.fresh(t)
+	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ids := []string{"plain-a", "ds:x/y", "plain-b", "ds:z", "dssub:q", "ds:", "d", "ds;x", "ds:a:b"}
+	byID := make(map[string]tether.Thread)
+	for i, id := range ids {
+		b := createBatch(t, id, i%2)
+		b.Thread.UpdatedAt = tether.At(base.Add(time.Duration(i) * time.Second))
+		b.Thread.CreatedAt = tether.At(base)
+		if strings.HasPrefix(id, "ds:") && i%2 == 1 {
+			b.Thread.Status = tether.ThreadBusy
+		}
+		commit(t, st, b)
+		th := *b.Thread
+		if len(b.Events) == 0 {
+			th.LastOffset = tether.OffsetStart
+		}
+		byID[id] = th
+	}
+	want := func(ids ...string) []tether.Thread {
+		var out []tether.Thread
+		for _, id := range ids {
+			out = append(out, byID[id])
+		}
+		sortThreads(out)
+		return out
+	}
+	list := func(q store.ThreadQuery) []tether.Thread {
+		t.Helper()
+		var got []tether.Thread
+		for pages := 0; ; pages++ {
+			if pages > len(ids)+1 {
+				t.Fatal("listing does not end")
+			}
+			page, err := st.Threads(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Threads...)
+			if page.Next == "" {
+				return got
+			}
+			q.Cursor = page.Next
+		}
+	}
+	same := func(what string, got, want []tether.Thread) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d threads, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			sameThread(t, fmt.Sprintf("%s: thread %d", what, i), got[i], want[i])
+		}
+	}
+	for _, limit := range []int{1, 2, 50} {
+		same(fmt.Sprintf("default namespace, limit %d", limit), list(store.ThreadQuery{Limit: limit}),
+			want("plain-a", "plain-b", "d", "ds;x"))
+		same(fmt.Sprintf("namespace ds, limit %d", limit), list(store.ThreadQuery{Namespace: "ds", Limit: limit}),
+			want("ds:x/y", "ds:z", "ds:", "ds:a:b"))
+		same(fmt.Sprintf("namespace dssub, limit %d", limit), list(store.ThreadQuery{Namespace: "dssub", Limit: limit}),
+			want("dssub:q"))
+	}
+	same("namespace ds, status busy", list(store.ThreadQuery{Namespace: "ds", Status: tether.ThreadBusy, Limit: 1}),
+		want("ds:x/y", "ds:z", "ds:"))
+	same("namespace nope", list(store.ThreadQuery{Namespace: "nope"}), nil)
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"FailedBatchFailsPipelined", testFailedBatchFailsPipelined},
 		{"Runs", testRuns},
 		{"Threads", testThreads},
+		{"Namespaces", testNamespaces},
 		{"Checkpoint", testCheckpoint},
 		{"Producers", testProducers},
 		{"DeleteThread", testDeleteThread},

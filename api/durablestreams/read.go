@@ -1,0 +1,250 @@
+package durablestreams
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+
+	"github.com/tetherhq/tether/streams"
+)
+
+// readQuery is what a GET asks for.
+type readQuery struct {
+	offset    string // "" when absent
+	hasOffset bool
+	live      string // "", "long-poll" or "sse"
+	cursor    string
+}
+
+func parseQuery(r *http.Request) (readQuery, error) {
+	q := r.URL.Query()
+	var rq readQuery
+	if vs, ok := q["offset"]; ok {
+		if len(vs) != 1 {
+			return rq, errorf(http.StatusBadRequest, "bad_request", "offset must be given once")
+		}
+		if vs[0] == "" {
+			return rq, errorf(http.StatusBadRequest, "bad_request", "offset must not be empty")
+		}
+		rq.offset, rq.hasOffset = vs[0], true
+	}
+	rq.live = q.Get("live")
+	switch rq.live {
+	case "", "long-poll", "sse":
+	default:
+		return rq, errorf(http.StatusBadRequest, "bad_request", "live must be long-poll or sse")
+	}
+	if rq.live != "" && !rq.hasOffset {
+		return rq, errorf(http.StatusBadRequest, "bad_request", "live reads need an offset")
+	}
+	rq.cursor = q.Get("cursor")
+	return rq, nil
+}
+
+// read serves GET: a catch-up read, a long poll or SSE.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
+	rq, err := parseQuery(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	switch rq.live {
+	case "sse":
+		h.sse(w, r, path, rq)
+		return
+	case "long-poll":
+		h.longPoll(w, r, path, rq)
+		return
+	}
+	res, err := h.svc.Read(r.Context(), path, rq.offset)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.writeRead(w, r, path, rq, res, "")
+}
+
+// writeRead answers a read with data (a catch-up read, or a long poll that
+// got data).
+func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, path string, rq readQuery, res *streams.ReadResult, cursor string) {
+	out := w.Header()
+	out.Set("Content-Type", res.ContentType)
+	out.Set("Stream-Next-Offset", res.Next)
+	if res.UpToDate {
+		out.Set("Stream-Up-To-Date", "true")
+	}
+	if res.Closed {
+		out.Set("Stream-Closed", "true")
+	}
+	if cursor != "" {
+		out.Set("Stream-Cursor", cursor)
+	}
+	switch {
+	case rq.offset == streams.OffsetNow:
+		// The tail moves with every append: never cache it.
+		out.Set("Cache-Control", "no-store")
+	case res.UpToDate:
+		// More may come: caches must check again (the ETag makes that
+		// cheap).
+		out.Set("Cache-Control", "no-cache")
+	default:
+		// A read that stops before the tail always returns the same
+		// bytes. Streams may hold private data: shared caches keep out.
+		out.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	}
+	if rq.offset != streams.OffsetNow {
+		etag := etagOf(path, res, rq.offset)
+		out.Set("ETag", etag)
+		if match(r.Header.Get("If-None-Match"), etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	body := encodeBody(res.JSON, res.Items)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// encodeBody is a read's body: a JSON array of the messages, or the bytes.
+func encodeBody(jsonMode bool, items [][]byte) []byte {
+	if !jsonMode {
+		return bytes.Join(items, nil)
+	}
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
+}
+
+// etagOf names what a read returned: the stream (its path and when it was
+// created, so a stream created again never shares a tag with the old),
+// where the read started and ended, and whether it saw the close.
+func etagOf(path string, res *streams.ReadResult, offset string) string {
+	if offset == "" {
+		offset = streams.OffsetStart
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	b.WriteString(base64.RawURLEncoding.EncodeToString([]byte(path)))
+	b.WriteByte(':')
+	b.WriteString(base64.RawURLEncoding.EncodeToString([]byte(res.Created.UTC().Format("20060102150405.000000000"))))
+	b.WriteByte(':')
+	b.WriteString(offset)
+	b.WriteByte(':')
+	b.WriteString(res.Next)
+	if res.Closed {
+		b.WriteString(":c")
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// match reports whether an If-None-Match header matches etag.
+func match(header, etag string) bool {
+	if header == "" {
+		return false
+	}
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// longPoll serves a long poll: data at once if there is some after the
+// offset, else the first data appended within the long-poll timeout, else
+// 204.
+func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
+	done := h.opts.Live()
+	defer done()
+	after := streams.OffsetNow
+	if rq.offset != streams.OffsetNow {
+		res, err := h.svc.Read(r.Context(), path, rq.offset)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if len(res.Items) > 0 || !res.UpToDate || res.Closed {
+			if len(res.Items) == 0 && res.Closed {
+				h.noContent(w, rq, res.Next, true)
+				return
+			}
+			h.writeRead(w, r, path, rq, res, h.cursor(rq.cursor))
+			return
+		}
+		after = res.Next
+	}
+	f, err := h.svc.Follow(r.Context(), path, after)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer f.Close()
+	in, err := h.svc.Head(r.Context(), path)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	tail := in.Tail
+	if after != streams.OffsetNow {
+		tail = after
+	}
+	if in.Closed && after == streams.OffsetNow {
+		h.noContent(w, rq, tail, true)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.LongPollTimeout)
+	defer cancel()
+	stop := context.AfterFunc(h.opts.Stopping, cancel)
+	defer stop()
+	for {
+		b, err := f.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil && r.Context().Err() == nil {
+				h.noContent(w, rq, tail, false)
+				return
+			}
+			h.fail(w, r, err)
+			return
+		}
+		if len(b.Items) == 0 {
+			if b.Closed {
+				h.noContent(w, rq, b.Next, true)
+				return
+			}
+			tail = b.Next
+			continue
+		}
+		res := &streams.ReadResult{Info: *in, JSON: streams.IsJSON(in.ContentType) || in.ReadOnly, Items: b.Items,
+			Next: b.Next, UpToDate: true, Closed: b.Closed}
+		h.writeRead(w, r, path, rq, res, h.cursor(rq.cursor))
+		return
+	}
+}
+
+// noContent answers a long poll that got no data.
+func (h *Handler) noContent(w http.ResponseWriter, rq readQuery, next string, closed bool) {
+	out := w.Header()
+	out.Set("Stream-Next-Offset", next)
+	out.Set("Stream-Up-To-Date", "true")
+	if closed {
+		out.Set("Stream-Closed", "true")
+	} else {
+		out.Set("Stream-Cursor", h.cursor(rq.cursor))
+	}
+	out.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}

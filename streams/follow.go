@@ -1,0 +1,122 @@
+package streams
+
+import (
+	"context"
+	"errors"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/hub"
+)
+
+// Follower delivers what is appended to a stream after a position, as it
+// is committed. Create one with Follow; Close it when done.
+type Follower struct {
+	s   *Service
+	src *source
+	sub *hub.Subscriber
+	pos position // last position delivered (in the stream's own log, or before it)
+}
+
+// Batch is what a Follower delivers at once.
+type Batch struct {
+	// Items are JSON messages (JSON streams, thread logs) or byte chunks.
+	Items [][]byte
+	// Next is the offset after them.
+	Next string
+	// Closed says the stream was closed: nothing follows.
+	Closed bool
+}
+
+// Follow follows a stream from offset after, which must be its tail as a
+// Read (UpToDate) or an append returned, or "now". New data arrives in
+// the stream's own log only (what a fork inherits never changes), so
+// Follow subscribes to that log in the hub. It returns the errors of Read.
+func (s *Service) Follow(ctx context.Context, path, after string) (*Follower, error) {
+	src, err := s.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if src.v != nil {
+		s.touch(src.id, src.v)
+	}
+	p := src.tail
+	if after != OffsetNow {
+		if p, err = src.position(after); err != nil {
+			return nil, err
+		}
+	}
+	i, err := s.locate(ctx, src.segs, p)
+	if err != nil {
+		return nil, src.offsetErr(after, err)
+	}
+	if i < len(src.segs)-1 {
+		// Before the stream's own log: everything in it is new.
+		p = tether.OffsetStart
+	}
+	return &Follower{s: s, src: src, sub: s.hub.Subscribe(src.id, p), pos: p}, nil
+}
+
+// Ready is signalled when Next may not block.
+func (f *Follower) Ready() <-chan struct{} { return f.sub.Ready() }
+
+// Next returns the next batch, waiting for one. It returns not_found when
+// the stream is deleted, and ctx.Err() when ctx ends.
+func (f *Follower) Next(ctx context.Context) (*Batch, error) {
+	return f.next(ctx, true)
+}
+
+// TryNext is Next without waiting: it returns nil, nil when nothing is
+// ready.
+func (f *Follower) TryNext(ctx context.Context) (*Batch, error) {
+	return f.next(ctx, false)
+}
+
+func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
+	for {
+		var (
+			recs []*tether.Record
+			err  error
+		)
+		if wait {
+			recs, err = f.sub.Next(ctx)
+		} else {
+			recs, err = f.sub.TryNext(ctx)
+		}
+		switch {
+		case errors.Is(err, hub.ErrSlow):
+			// Fell behind: catch up from the log.
+			f.sub.Close()
+			f.sub = f.s.hub.Subscribe(f.src.id, f.pos)
+			continue
+		case errors.Is(err, hub.ErrClosed):
+			return nil, errorf(CodeNotFound, "the stream was deleted")
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, f.s.storeErr(err)
+		case len(recs) == 0:
+			return nil, nil
+		}
+		b := &Batch{}
+		for _, r := range recs {
+			items, err := f.src.items(r)
+			if err != nil {
+				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
+			}
+			b.Items = append(b.Items, items...)
+			f.pos = r.Offset
+			if r.Type == EventClose && f.src.v != nil {
+				b.Closed = true
+			}
+		}
+		b.Next = wire(f.pos)
+		if f.src.v != nil {
+			f.s.touch(f.src.id, f.src.v)
+		}
+		return b, nil
+	}
+}
+
+// Close ends the follower.
+func (f *Follower) Close() { f.sub.Close() }

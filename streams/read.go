@@ -1,0 +1,302 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+)
+
+// segments returns where the data of the stream id is: its chain and its
+// own log (unbounded: it ends wherever the log ends when it is read).
+func (v *view) segments(id string) []segment {
+	out := make([]segment, 0, len(v.chain)+1)
+	out = append(out, v.chain...)
+	return append(out, segment{thread: id})
+}
+
+// cursor is a read position across the segments of a stream.
+type cursor struct {
+	segs  []segment
+	i     int      // current segment
+	after position // last position read in it
+}
+
+// locate returns the segment that holds position p, checking that p is a
+// position of the stream: its start, or an event of the segment's log at
+// or before the segment's end. It returns a gone error if it is not.
+func (s *Service) locate(ctx context.Context, segs []segment, p position) (int, error) {
+	if !p.IsEvent() {
+		return 0, nil
+	}
+	for i, sg := range segs {
+		last := i == len(segs)-1
+		if !last && before(sg.upto, p) {
+			continue
+		}
+		_, err := s.st.ReadEvents(ctx, sg.thread, p, 0)
+		switch {
+		case err == nil:
+			return i, nil
+		case errors.Is(err, store.ErrOffsetNotFound):
+			return 0, errorf(CodeGone, "offset %s is not a position of this stream", p)
+		default:
+			return 0, s.storeErr(err)
+		}
+	}
+	return 0, errorf(CodeGone, "offset %s is not a position of this stream", p)
+}
+
+// cursorAt returns a cursor that reads what follows position p.
+func (s *Service) cursorAt(ctx context.Context, segs []segment, p position) (*cursor, error) {
+	i, err := s.locate(ctx, segs, p)
+	if err != nil {
+		return nil, err
+	}
+	return &cursor{segs: segs, i: i, after: p}, nil
+}
+
+// nextRecords returns up to limit records from c and advances it. done is
+// true once the last segment has returned everything it held.
+func (s *Service) nextRecords(ctx context.Context, c *cursor, limit int) (recs []*tether.Record, done bool, err error) {
+	for {
+		sg := c.segs[c.i]
+		last := c.i == len(c.segs)-1
+		if !last && !before(c.after, sg.upto) {
+			c.i++
+			c.after = tether.OffsetStart
+			continue
+		}
+		recs, err := s.st.ReadEvents(ctx, sg.thread, c.after, limit)
+		if err != nil {
+			return nil, false, s.storeErr(err)
+		}
+		if !last {
+			n := 0
+			for n < len(recs) && !before(sg.upto, recs[n].Offset) {
+				n++
+			}
+			if n < len(recs) || len(recs) < limit {
+				// This segment is done; the next read moves on.
+				recs = recs[:n]
+				if len(recs) == 0 {
+					c.i++
+					c.after = tether.OffsetStart
+					continue
+				}
+				c.after = sg.upto
+				if n > 0 && recs[n-1].Offset != sg.upto {
+					// The segment ends at a position that is not one of
+					// its records (it cannot happen: forks inherit up to
+					// a position); move on anyway.
+					c.after = recs[n-1].Offset
+				}
+				return recs, false, nil
+			}
+		}
+		if len(recs) > 0 {
+			c.after = recs[len(recs)-1].Offset
+		}
+		return recs, last && len(recs) < limit, nil
+	}
+}
+
+// source is a readable stream as of one read.
+type source struct {
+	id       string // its own log
+	path     string
+	jsonMode bool
+	segs     []segment
+	tail     position
+	closed   bool
+	v        *view // nil for thread logs
+	info     Info
+}
+
+// open returns a stream to read, checking that it exists, is not deleted
+// and has not expired. Thread logs are read-only JSON streams.
+func (s *Service) open(ctx context.Context, path string) (*source, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	if tid, ok := threadLog(path); ok {
+		return s.openThread(ctx, path, tid)
+	}
+	if path == ReservedPrefix || strings.HasPrefix(path, ReservedPrefix+"/") {
+		return nil, errorf(CodeNotFound, "stream not found")
+	}
+	id := threadID(path)
+	v, err := s.snapshot(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !v.exists {
+		return nil, errorf(CodeNotFound, "stream not found")
+	}
+	if v.meta.Deleted {
+		return nil, errorf(CodeGone, "the stream was deleted")
+	}
+	if s.expiredAt(id, v, s.opts.Now()) {
+		s.expire(ctx, id)
+		if s.refCount(id) > 0 {
+			return nil, errorf(CodeGone, "the stream expired")
+		}
+		return nil, errorf(CodeNotFound, "stream not found")
+	}
+	return &source{id: id, path: path, jsonMode: IsJSON(v.meta.ContentType), segs: v.segments(id),
+		tail: v.tailPos(), closed: v.meta.Closed, v: v, info: s.info(path, v)}, nil
+}
+
+// openThread opens a thread's log as a read-only JSON stream whose
+// messages are its events.
+func (s *Service) openThread(ctx context.Context, path, tid string) (*source, error) {
+	if !tether.ValidID(tid) {
+		return nil, errorf(CodeNotFound, "thread not found")
+	}
+	rec, err := s.st.Thread(ctx, tid)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(CodeNotFound, "thread not found")
+		}
+		return nil, s.storeErr(err)
+	}
+	tail := rec.Thread.LastOffset
+	if !tail.IsEvent() {
+		tail = tether.OffsetStart
+	}
+	return &source{id: tid, path: path, jsonMode: true, segs: []segment{{thread: tid}}, tail: tail,
+		info: Info{Path: path, ContentType: "application/json", Tail: wire(tail), Created: rec.Thread.CreatedAt.Time, ReadOnly: true}}, nil
+}
+
+// items returns what a record holds for a reader of src.
+func (src *source) items(r *tether.Record) ([][]byte, error) {
+	if src.v == nil {
+		return [][]byte{r.Data}, nil
+	}
+	return decodeItems(r, src.jsonMode)
+}
+
+// Head describes a stream without reading it (and without extending its
+// TTL). It returns not_found or gone like Read.
+func (s *Service) Head(ctx context.Context, path string) (*Info, error) {
+	src, err := s.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return &src.info, nil
+}
+
+// ReadResult is what a catch-up read returns.
+type ReadResult struct {
+	Info
+	// JSON says Items are JSON messages (the stream is in JSON mode); else
+	// they are byte chunks to concatenate.
+	JSON  bool
+	Items [][]byte
+	// Next is the offset to read from next (Stream-Next-Offset).
+	Next string
+	// UpToDate says the read reached the tail.
+	UpToDate bool
+	// Closed says the read reached the end of a closed stream.
+	Closed bool
+}
+
+// Read returns data of a stream from offset: "-1" (or empty) for the
+// start, "now" for the tail (no data), or an offset a previous read or
+// append returned. A read extends the stream's TTL. It returns not_found
+// for an unknown stream, gone for a deleted one (forks still read it) or an
+// offset that is not a position of the stream, bad_request for a
+// malformed offset or one past the tail.
+func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, error) {
+	src, err := s.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if src.v != nil {
+		s.touch(src.id, src.v)
+	}
+	res := &ReadResult{Info: src.info, JSON: src.jsonMode}
+	if offset == OffsetNow {
+		res.Next, res.UpToDate, res.Closed = wire(src.tail), true, src.closed
+		return res, nil
+	}
+	if offset == "" {
+		offset = OffsetStart
+	}
+	p, err := src.position(offset)
+	if err != nil {
+		return nil, err
+	}
+	c := &cursor{segs: src.segs, after: p}
+	if c.i, err = s.locate(ctx, src.segs, p); err != nil {
+		return nil, src.offsetErr(offset, err)
+	}
+	next, size, sawClose := p, 0, false
+	for {
+		recs, done, err := s.nextRecords(ctx, c, readPage)
+		if err != nil {
+			return nil, err
+		}
+		own := c.i == len(src.segs)-1
+		stopped := false
+		for i, r := range recs {
+			items, err := src.items(r)
+			if err != nil {
+				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
+			}
+			for _, it := range items {
+				size += len(it)
+			}
+			res.Items = append(res.Items, items...)
+			next = r.Offset
+			if r.Type == EventClose && src.v != nil && own {
+				sawClose = true
+			}
+			if size >= s.opts.ReadBytes && i < len(recs)-1 {
+				stopped = true
+				break
+			}
+		}
+		if stopped {
+			break
+		}
+		if done {
+			res.UpToDate = true
+			break
+		}
+		if size >= s.opts.ReadBytes {
+			break
+		}
+	}
+	res.Next = wire(next)
+	if res.UpToDate && (sawClose || src.closed && next == src.tail) {
+		res.Closed = true
+	}
+	return res, nil
+}
+
+// readPage is how many records a read asks the store for at a time.
+const readPage = 256
+
+// position parses a client's offset for this stream.
+func (src *source) position(offset string) (position, error) {
+	p, ok, err := parsePosition(offset)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", src.offsetErr(offset, errorf(CodeGone, "offset %s is not a position of this stream", truncate(offset, 64)))
+	}
+	return p, nil
+}
+
+// offsetErr refines an offset that is not a position: past the tail it is
+// a bad request (no such position was ever given out), before it gone.
+func (src *source) offsetErr(offset string, err error) error {
+	if CodeOf(err) == CodeGone && offset > wire(src.tail) {
+		return errorf(CodeBadRequest, "offset %s is past the tail of this stream", truncate(offset, 64))
+	}
+	return err
+}

@@ -1,0 +1,417 @@
+package wake
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/streams"
+)
+
+// Namespace is the store namespace of subscriptions: one row per
+// subscription, "dssub:"+id, its record in the metadata.
+const Namespace = "dssub"
+
+// Limits of a subscription's lease (lease_ttl_ms).
+const (
+	DefaultLeaseTTL = 30 * time.Second
+	MinLeaseTTL     = time.Second
+	MaxLeaseTTL     = 10 * time.Minute
+)
+
+// maxRetryDelay caps the backoff of webhook deliveries.
+const maxRetryDelay = time.Minute
+
+// Options configure a Manager. The zero value is ready to use.
+type Options struct {
+	// SigningKey signs webhook notifications; the key of wake tokens is
+	// derived from it. Defaults to a new key, so that signatures and tokens
+	// do not survive a restart: keep one (tether serve keeps it in its data
+	// directory).
+	SigningKey ed25519.PrivateKey
+	// BaseURL, if set, is the server's URL as webhook receivers and
+	// workers reach it (callback and JWKS URLs); by default, the URL of the
+	// request that created the subscription.
+	BaseURL string
+	// DeliveryTimeout bounds one webhook request. Defaults to 10s.
+	DeliveryTimeout time.Duration
+	// Client delivers webhooks. Defaults to a client whose dialer refuses
+	// private and link-local addresses (loopback is allowed).
+	Client *http.Client
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Manager keeps subscriptions: it links them to the streams they follow,
+// wakes them when those streams have data past what they acknowledged (a
+// signed webhook, or an event in a wake stream that workers claim from),
+// and holds the leases of the wakes. Create one with New, Start it, and
+// pass Notify as the streams.Service's OnAppend.
+type Manager struct {
+	svc  *streams.Service
+	st   store.Store
+	keys *keys
+	opts Options
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]*sub
+
+	pmu     sync.Mutex
+	pending map[string]bool // stream paths appended to, not yet looked at
+	kick    chan struct{}
+
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	bg      sync.WaitGroup
+	started bool
+}
+
+// sub is a subscription: its record (stored) and its current wake (in
+// memory only: a restart drops wakes and leases, and wakes again whatever
+// is pending, with a new generation).
+type sub struct {
+	rec record
+
+	wakeID   string
+	snapshot map[string]string // path → tail when the wake was made
+	token    string
+	holder   string
+	lease    *time.Timer
+	retries  int
+	retry    *time.Timer
+	status   string
+}
+
+// record is what is stored of a subscription.
+type record struct {
+	ID          string           `json:"id"`
+	Type        string           `json:"type"`
+	Pattern     string           `json:"pattern,omitempty"`
+	WebhookURL  string           `json:"webhook_url,omitempty"`
+	WakeStream  string           `json:"wake_stream,omitempty"`
+	LeaseTTLMS  int64            `json:"lease_ttl_ms"`
+	Description *string          `json:"description,omitempty"`
+	CreatedAt   tether.Time      `json:"created_at"`
+	ConfigHash  string           `json:"config_hash"`
+	BaseURL     string           `json:"base_url"`
+	Generation  int64            `json:"generation"`
+	Links       map[string]*link `json:"links"`
+}
+
+// link is a stream a subscription follows.
+type link struct {
+	Explicit bool   `json:"explicit,omitempty"`
+	Glob     bool   `json:"glob,omitempty"`
+	Acked    string `json:"acked"`
+}
+
+// Subscription types.
+const (
+	TypeWebhook  = "webhook"
+	TypePullWake = "pull-wake"
+)
+
+// New returns a manager over the streams of svc, storing subscriptions in
+// st.
+func New(svc *streams.Service, st store.Store, opts Options) *Manager {
+	if opts.SigningKey == nil {
+		opts.SigningKey = NewSigningKey()
+	}
+	if opts.DeliveryTimeout <= 0 {
+		opts.DeliveryTimeout = 10 * time.Second
+	}
+	if opts.Client == nil {
+		opts.Client = webhookClient(opts.DeliveryTimeout)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m := &Manager{svc: svc, st: st, keys: newKeys(opts.SigningKey), opts: opts, log: opts.Logger,
+		subs: make(map[string]*sub), pending: make(map[string]bool), kick: make(chan struct{}, 1)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	return m
+}
+
+// Start loads the subscriptions and wakes those with pending data.
+func (m *Manager) Start(ctx context.Context) error {
+	q := store.ThreadQuery{Namespace: Namespace, Limit: 500}
+	for {
+		page, err := m.st.Threads(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, t := range page.Threads {
+			var rec record
+			if err := json.Unmarshal(t.Metadata, &rec); err != nil {
+				m.log.Warn("subscription does not decode", "row", t.ID, "err", err)
+				continue
+			}
+			if rec.Links == nil {
+				rec.Links = make(map[string]*link)
+			}
+			m.subs[rec.ID] = &sub{rec: rec, status: "active"}
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	m.mu.Lock()
+	for _, s := range m.subs {
+		m.triggerNext(s)
+	}
+	m.started = true
+	m.mu.Unlock()
+	m.bg.Add(1)
+	go m.loop()
+	return nil
+}
+
+// Close stops deliveries and timers.
+func (m *Manager) Close() error {
+	m.cancel()
+	m.mu.Lock()
+	for _, s := range m.subs {
+		stopTimer(&s.lease)
+		stopTimer(&s.retry)
+	}
+	m.mu.Unlock()
+	m.bg.Wait()
+	return nil
+}
+
+// Notify tells the manager that a stream was appended to. It never blocks
+// (it is the streams.Service's OnAppend): the manager looks at the stream
+// on its own goroutine.
+func (m *Manager) Notify(path string) {
+	m.pmu.Lock()
+	m.pending[path] = true
+	m.pmu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) loop() {
+	defer m.bg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.kick:
+		}
+		m.pmu.Lock()
+		paths := m.pending
+		m.pending = make(map[string]bool)
+		m.pmu.Unlock()
+		for p := range paths {
+			m.appended(p)
+		}
+	}
+}
+
+// appended links the stream at path to the subscriptions whose pattern
+// matches it and wakes those that follow it.
+func (m *Manager) appended(path string) {
+	if path == streams.ReservedPrefix || strings.HasPrefix(path, streams.ReservedPrefix+"/") {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.subs {
+		l := s.rec.Links[path]
+		if s.rec.Pattern != "" && Match(s.rec.Pattern, path) && (l == nil || !l.Glob) {
+			if l == nil {
+				// Everything in a stream that appears after the
+				// subscription is news to it.
+				l = &link{Acked: streams.OffsetStart}
+				s.rec.Links[path] = l
+			}
+			l.Glob = true
+			m.save(s)
+		}
+		if l != nil && s.wakeID == "" && s.holder == "" && m.hasPending(s) {
+			m.wake(s)
+		}
+	}
+}
+
+// tail returns the tail of a stream (the zero offset if it is gone).
+func (m *Manager) tail(path string) string {
+	in, err := m.svc.Head(m.ctx, path)
+	if err != nil {
+		return streams.ZeroOffset
+	}
+	return in.Tail
+}
+
+// StreamInfo is a followed stream as a wake and a subscription show it.
+type StreamInfo struct {
+	Path        string `json:"path"`
+	LinkType    string `json:"link_type"`
+	AckedOffset string `json:"acked_offset"`
+	TailOffset  string `json:"tail_offset"`
+	HasPending  bool   `json:"has_pending"`
+}
+
+// infos returns the streams of s, by path. m.mu is held.
+func (m *Manager) infos(s *sub) []StreamInfo {
+	paths := make([]string, 0, len(s.rec.Links))
+	for p := range s.rec.Links {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	out := make([]StreamInfo, len(paths))
+	for i, p := range paths {
+		l := s.rec.Links[p]
+		lt := "glob"
+		if l.Explicit {
+			lt = "explicit"
+		}
+		tail := m.tail(p)
+		out[i] = StreamInfo{Path: p, LinkType: lt, AckedOffset: l.Acked, TailOffset: tail, HasPending: tail > l.Acked}
+	}
+	return out
+}
+
+func (m *Manager) hasPending(s *sub) bool {
+	for p, l := range s.rec.Links {
+		if m.tail(p) > l.Acked {
+			return true
+		}
+	}
+	return false
+}
+
+// wake starts a wake of s: a new generation and a snapshot of the tails,
+// then a webhook notification or an event in the wake stream. m.mu is held.
+func (m *Manager) wake(s *sub) {
+	s.rec.Generation++
+	m.save(s)
+	s.wakeID = newWakeID()
+	s.snapshot = make(map[string]string)
+	var first string
+	for _, in := range m.infos(s) {
+		s.snapshot[in.Path] = in.TailOffset
+		if first == "" && in.HasPending {
+			first = in.Path
+		}
+	}
+	if s.rec.Type == TypeWebhook {
+		s.token = m.keys.token(s.rec.ID, s.rec.Generation, m.opts.Now())
+		m.extendLease(s)
+		m.deliver(s)
+		return
+	}
+	ev, _ := json.Marshal(map[string]any{"type": "wake", "subscription_id": s.rec.ID, "stream": first,
+		"generation": s.rec.Generation, "ts": m.opts.Now().UnixMilli()})
+	_, err := m.svc.Append(m.ctx, streams.AppendRequest{Path: s.rec.WakeStream, ContentType: "application/json", Body: ev})
+	if err != nil {
+		m.log.Warn("write a wake event", "subscription", s.rec.ID, "wake_stream", s.rec.WakeStream, "err", err)
+	}
+}
+
+// triggerNext wakes s if it has pending data and no wake. m.mu is held.
+func (m *Manager) triggerNext(s *sub) bool {
+	if s.wakeID != "" || s.holder != "" || !m.hasPending(s) {
+		return false
+	}
+	m.wake(s)
+	return true
+}
+
+// endWake drops s's current wake and lease. m.mu is held.
+func (m *Manager) endWake(s *sub) {
+	stopTimer(&s.lease)
+	s.wakeID, s.snapshot, s.token, s.holder = "", nil, "", ""
+}
+
+// extendLease (re)starts the lease of s's wake: when it runs out, the wake
+// ends and a new one starts if there is still pending data. m.mu is held.
+func (m *Manager) extendLease(s *sub) {
+	stopTimer(&s.lease)
+	wid := s.wakeID
+	s.lease = time.AfterFunc(time.Duration(s.rec.LeaseTTLMS)*time.Millisecond, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.subs[s.rec.ID] != s || s.wakeID != wid {
+			return
+		}
+		m.endWake(s)
+		m.triggerNext(s)
+	})
+}
+
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
+
+// actionURL returns the URL of one of s's actions.
+func (m *Manager) actionURL(s *sub, action string) string {
+	return m.baseURL(s) + "/v1/stream/__ds/subscriptions/" + url.PathEscape(s.rec.ID) + "/" + action
+}
+
+// JWKSURL returns the URL of the signing keys for a subscription.
+func (m *Manager) jwksURL(s *sub) string { return m.baseURL(s) + "/v1/stream/__ds/jwks.json" }
+
+func (m *Manager) baseURL(s *sub) string {
+	if m.opts.BaseURL != "" {
+		return strings.TrimSuffix(m.opts.BaseURL, "/")
+	}
+	return s.rec.BaseURL
+}
+
+// JWKS returns the public keys that verify webhook signatures.
+func (m *Manager) JWKS() JWKS { return m.keys.jwks() }
+
+// save stores s's record. m.mu is held. A failed write is logged: the
+// record in memory stays authoritative until the next write.
+func (m *Manager) save(s *sub) {
+	if err := m.put(s, false); err != nil {
+		m.log.Warn("store a subscription", "subscription", s.rec.ID, "err", err)
+	}
+}
+
+func (m *Manager) put(s *sub, create bool) error {
+	meta, err := json.Marshal(&s.rec)
+	if err != nil {
+		return err
+	}
+	now := tether.At(m.opts.Now())
+	row := &tether.Thread{ID: Namespace + ":" + s.rec.ID, Status: tether.ThreadIdle, Metadata: meta,
+		CreatedAt: s.rec.CreatedAt, UpdatedAt: now}
+	_, err = m.st.Commit(context.WithoutCancel(m.ctx), &store.Batch{ThreadID: row.ID, Create: create, Thread: row})
+	return err
+}
+
+// configHash identifies a subscription's configuration, for idempotent
+// creates.
+func configHash(in *CreateRequest) string {
+	streams := slices.Clone(in.Streams)
+	slices.Sort(streams)
+	streams = slices.Compact(streams)
+	b, _ := json.Marshal([]any{in.Type, in.Pattern, streams, in.WebhookURL, in.WakeStream, in.LeaseTTL.Milliseconds(), in.Description})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
