@@ -1,0 +1,16 @@
+package natsstore
+
+// ForceConsumerScan makes scans read the bucket with an ordered consumer,
+// as they do when a pattern matches more than 1024 keys.
+func ForceConsumerScan() (restore func()) {
+	old := forceConsumerScanAttempts
+	forceConsumerScanAttempts = 0
+	return func() { forceConsumerScanAttempts = old }
+}
+
+// DieAfterPublish makes the store's commits and deletions stop right after
+// their publish, as if the node died there: no bucket writes, no purge.
+func DieAfterPublish(s *Store, on bool) { s.dieAfterPublish.Store(on) }
+
+// LogSubject returns the subject of a thread's log.
+func LogSubject(s *Store, id string) string { return s.logSubject(id) }

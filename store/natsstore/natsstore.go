@@ -1,0 +1,356 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/tetherhq/tether/store"
+)
+
+// Options configures a Store. The zero value connects to a NATS server on
+// localhost with the default names.
+type Options struct {
+	// URL is the NATS server to connect to (several separated by commas).
+	// Ignored when Conn is set. Defaults to nats.DefaultURL.
+	URL string
+	// Conn is a connection to use instead of dialing URL. Close leaves it
+	// open.
+	Conn *nats.Conn
+	// Stream names the JetStream stream of the thread logs. Defaults to
+	// "TETHER".
+	Stream string
+	// Subject is the subject prefix of the logs: the log of a thread is the
+	// subject Subject + "." + a token made from the thread's ID. Defaults to
+	// "tether.log".
+	Subject string
+	// Bucket names the key-value bucket of the metadata (stream
+	// "KV_" + Bucket). Defaults to Stream + "_META".
+	Bucket string
+	// Replicas is the number of replicas of the stream, the bucket and the
+	// repair consumer when Open creates them (1 or 3 in practice). Defaults
+	// to 1.
+	Replicas int
+	// Node names this store among those sharing the stream, in logs and in
+	// the bucket's fence keys. Defaults to a random ID.
+	Node string
+	// Timeout bounds each request to JetStream whose context has no
+	// deadline. Defaults to 10s.
+	Timeout time.Duration
+	// RepairDelay is how old a batch committed by another node must be
+	// before the repairer checks that its metadata was written (normally
+	// its committer did that before its Commit returned). Defaults to 5s.
+	RepairDelay time.Duration
+	// NoRepair keeps this node from running the repairer (see doc.go).
+	// At least one node sharing the stream must run it. Defaults to false.
+	NoRepair bool
+	// Logger receives the faults of the store itself (a failed metadata
+	// write that the repairer will redo, a broken consumer). Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	defaultStream      = "TETHER"
+	defaultSubject     = "tether.log"
+	defaultTimeout     = 10 * time.Second
+	defaultRepairDelay = 5 * time.Second
+	// maxCachedThreads bounds the per-node cache of thread states.
+	maxCachedThreads = 1 << 16
+	// tombstoneTTL is how long the bucket keeps the tombstone of a deleted
+	// row, which stops a late writer of an older batch from bringing the row
+	// back.
+	tombstoneTTL = 24 * time.Hour
+)
+
+// Store is a store.Store on NATS JetStream. Create it with Open.
+type Store struct {
+	opts Options
+	log  *slog.Logger
+
+	nc      *nats.Conn
+	ownConn bool
+	js      jetstream.JetStream
+
+	logStream  jetstream.Stream
+	metaStream jetstream.Stream
+	logName    string // stream of the logs
+	metaName   string // stream of the bucket
+	subject    string // "<Subject>."
+	kvSubject  string // "$KV.<Bucket>."
+	epoch      uint64
+	maxPayload int
+
+	notify atomic.Pointer[func(*store.Committed)]
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // Commit and DeleteThread calls
+	threads  map[string]*entry
+	pending  map[string]*pendingCommit // by message ID
+
+	// delivered is the stream sequence of the last message the notify
+	// consumer handled.
+	delivered    atomic.Uint64
+	notifyIter   jetstream.MessagesContext
+	dispatchDone chan struct{}
+
+	hintsMu sync.Mutex
+	hints   map[string]kvHint
+
+	repairIter jetstream.MessagesContext
+	repairDone chan struct{}
+	// stop is closed when Close starts waiting; stopCtx ends with it.
+	stop    chan struct{}
+	stopCtx context.Context
+	cancel  context.CancelFunc
+
+	// dieAfterPublish makes commits and deletions stop right after their
+	// publish, as if the node died there (tests only).
+	dieAfterPublish atomic.Bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to JetStream, creates the stream, the bucket and the
+// repair consumer if they are missing, and starts following the log.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Stream == "" {
+		opts.Stream = defaultStream
+	}
+	if opts.Subject == "" {
+		opts.Subject = defaultSubject
+	}
+	if opts.Bucket == "" {
+		opts.Bucket = opts.Stream + "_META"
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.Node == "" {
+		opts.Node = nuid.Next()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = defaultTimeout
+	}
+	if opts.RepairDelay <= 0 {
+		opts.RepairDelay = defaultRepairDelay
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if strings.ContainsAny(opts.Subject, "*> ") || strings.HasSuffix(opts.Subject, ".") {
+		return nil, fmt.Errorf("natsstore: subject prefix %q is not a literal subject", opts.Subject)
+	}
+	s := &Store{opts: opts, log: opts.Logger, threads: make(map[string]*entry), pending: make(map[string]*pendingCommit),
+		logName: opts.Stream, metaName: "KV_" + opts.Bucket, subject: opts.Subject + ".", kvSubject: "$KV." + opts.Bucket + ".",
+		dispatchDone: make(chan struct{}), repairDone: make(chan struct{}), stop: make(chan struct{}),
+		hints: make(map[string]kvHint)}
+	s.stopCtx, s.cancel = context.WithCancel(context.Background())
+	if err := s.open(ctx); err != nil {
+		s.cancel()
+		if s.notifyIter != nil {
+			s.notifyIter.Stop()
+		}
+		if s.repairIter != nil {
+			s.repairIter.Stop()
+		}
+		if s.ownConn && s.nc != nil {
+			s.nc.Close()
+		}
+		return nil, fmt.Errorf("natsstore: open: %w", err)
+	}
+	go s.dispatch()
+	if s.repairIter != nil {
+		go s.repairLoop()
+	} else {
+		close(s.repairDone)
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	s.nc = s.opts.Conn
+	if s.nc == nil {
+		url := s.opts.URL
+		if url == "" {
+			url = nats.DefaultURL
+		}
+		nc, err := nats.Connect(url, nats.Name("tether "+s.opts.Node), nats.MaxReconnects(-1))
+		if err != nil {
+			return err
+		}
+		s.nc, s.ownConn = nc, true
+	}
+	s.maxPayload = int(s.nc.MaxPayload())
+	js, err := jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
+	s.js = js
+
+	s.logStream, err = s.stream(ctx, jetstream.StreamConfig{
+		Name:        s.logName,
+		Description: "Tether thread logs",
+		Subjects:    []string{s.subject + "*"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.opts.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxMsgs:     -1, MaxBytes: -1, MaxMsgsPerSubject: -1, MaxMsgSize: -1, MaxConsumers: -1,
+		Duplicates:  2 * time.Minute,
+		AllowDirect: true,
+		DenyDelete:  true,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.logName, err)
+	}
+	s.metaStream, err = s.stream(ctx, jetstream.StreamConfig{
+		Name:              s.metaName,
+		Description:       "Tether metadata: a projection of the stream " + s.logName,
+		Subjects:          []string{s.kvSubject + ">"},
+		Storage:           jetstream.FileStorage,
+		Replicas:          s.opts.Replicas,
+		MaxMsgsPerSubject: 1, // a key-value bucket without history
+		MaxMsgs:           -1, MaxBytes: -1, MaxMsgSize: -1, MaxConsumers: -1,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  2 * time.Minute,
+		AllowRollup: true,
+		DenyDelete:  true,
+		AllowMsgTTL: true,
+		// The store reads single keys from the leader (a replica may lag
+		// behind a write another node made), and bulk reads from any
+		// replica, behind a fence (see scan).
+		AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", s.opts.Bucket, err)
+	}
+
+	info, err := s.logStream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.logName, err)
+	}
+	s.epoch = uint64(info.Created.Unix())
+	if e, ok := info.Config.Metadata[EpochMetadata]; ok {
+		if s.epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
+			return fmt.Errorf("stream %s: metadata %s: %w", s.logName, EpochMetadata, err)
+		}
+	}
+	if s.epoch == 0 || s.epoch > maxEpoch {
+		return fmt.Errorf("stream %s: epoch %d out of range", s.logName, s.epoch)
+	}
+	if err := s.startNotify(ctx, info.State.LastSeq); err != nil {
+		return fmt.Errorf("notify consumer: %w", err)
+	}
+	if !s.opts.NoRepair {
+		if err := s.startRepair(ctx); err != nil {
+			return fmt.Errorf("repair consumer: %w", err)
+		}
+	}
+	return nil
+}
+
+// EpochMetadata is the key of the stream's metadata that, if set, gives the
+// epoch of its offsets instead of the stream's creation time. Set it to the
+// current Unix time after restoring the stream from a backup, so that no
+// offset handed out before the restore is handed out again.
+const EpochMetadata = "tether_epoch"
+
+// stream binds to a stream, creating it if it does not exist.
+func (s *Store) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := s.js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = s.js.Stream(ctx, cfg.Name)
+		if err == nil {
+			got := st.CachedInfo().Config
+			if len(got.Subjects) != 1 || got.Subjects[0] != cfg.Subjects[0] || got.MaxMsgsPerSubject != cfg.MaxMsgsPerSubject {
+				return nil, fmt.Errorf("exists with subjects %v and %d messages per subject, want %v and %d",
+					got.Subjects, got.MaxMsgsPerSubject, cfg.Subjects, cfg.MaxMsgsPerSubject)
+			}
+		}
+	}
+	return st, err
+}
+
+// Epoch returns the epoch of the offsets this store hands out.
+func (s *Store) Epoch() uint64 { return s.epoch }
+
+// SetNotify implements store.Store.
+func (s *Store) SetNotify(fn func(*store.Committed)) {
+	if fn == nil {
+		s.notify.Store(nil)
+		return
+	}
+	s.notify.Store(&fn)
+}
+
+// begin registers a write; it fails once the store is closing.
+func (s *Store) begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close implements store.Store: it waits for the Commit and DeleteThread
+// calls in flight, then stops following the log and closes the connection
+// if Open made it.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.inflight.Wait()
+		close(s.stop)
+		s.cancel()
+		if s.repairIter != nil {
+			s.repairIter.Drain() // the loop hands back what it holds
+		}
+		<-s.repairDone
+		s.notifyIter.Stop()
+		<-s.dispatchDone
+		if s.ownConn {
+			s.nc.Close()
+		}
+	})
+	return s.closeErr
+}
+
+// readErr maps a failed read: ErrClosed once the store is closed, the
+// context's error as is, else the error with what was being read.
+func (s *Store) readErr(what string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrOffsetNotFound), errors.Is(err, store.ErrClosed):
+		return err
+	case s.isClosed():
+		return store.ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("natsstore: %s: %w", what, err)
+}
+
+func (s *Store) logSubject(threadID string) string { return s.subject + token(threadID) }

@@ -1,0 +1,207 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
+)
+
+// Limits of ThreadQuery.Limit.
+const (
+	defaultThreadsLimit = 50
+	maxThreadsLimit     = 1000
+)
+
+// ReadEvents implements store.Store. It finds the thread's incarnation and
+// last message on the stream's leader, then reads the messages from the
+// cursor's one by sequence, subject filtered (by index, not by scanning),
+// many per request; a cursor must name an event of a message of this
+// incarnation of the thread, in this store's epoch. A limit of zero or less
+// returns no records after those checks.
+func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	var (
+		exists    bool
+		inc, last uint64
+	)
+	err := s.withView(ctx, threadID, func(v *threadView) error {
+		exists, inc, last = v.exists, v.inc, v.seq
+		return nil
+	})
+	if err != nil {
+		return nil, s.readErr("read events", err)
+	}
+	if !exists {
+		return nil, store.ErrNotFound
+	}
+	from, skip, cursor := inc, 0, false
+	var cseq uint64
+	switch after {
+	case tether.OffsetStart, "":
+		if limit <= 0 {
+			return nil, nil
+		}
+	default:
+		epoch, seq, err := tether.ParseOffset(after)
+		if err != nil || epoch != s.epoch {
+			return nil, store.ErrOffsetNotFound
+		}
+		cseq, skip = seq/eventsPerMsg, int(seq%eventsPerMsg)+1
+		if cseq == 0 || cseq < inc || cseq > last {
+			return nil, store.ErrOffsetNotFound
+		}
+		from, cursor = cseq, true
+	}
+
+	subject := s.logSubject(threadID)
+	recs := make([]*tether.Record, 0, min(max(limit, 0), 256))
+	for from <= last {
+		raws, err := s.readLog(ctx, subject, from, last, min(max(limit-len(recs), 0)+1, 1024))
+		if err != nil {
+			return nil, s.readErr("read events", err)
+		}
+		if len(raws) == 0 {
+			break
+		}
+		for _, r := range raws {
+			m, err := parseRaw(r)
+			if err != nil {
+				return nil, s.readErr("read events", err)
+			}
+			if cursor {
+				cursor = false
+				if m.seq != cseq || m.h.Delete || skip > m.n {
+					return nil, store.ErrOffsetNotFound
+				}
+			}
+			if m.h.Delete || len(recs) >= limit {
+				return recs, nil
+			}
+			if m.n > skip {
+				evs, err := decodeEvents(m.rest)
+				if err != nil {
+					return nil, s.readErr("read events", err)
+				}
+				offs := offsets(s.epoch, m.seq, len(evs))
+				for i := skip; i < len(evs) && len(recs) < limit; i++ {
+					w := evs[i]
+					recs = append(recs, &tether.Record{Offset: offs[i], Type: w.Type, RunID: w.RunID,
+						MessageID: w.MessageID, Data: tether.WithOffset(w.Data, offs[i])})
+				}
+			}
+			skip = 0
+		}
+		if len(recs) >= limit {
+			break
+		}
+		from = raws[len(raws)-1].Seq + 1
+	}
+	if cursor {
+		return nil, store.ErrOffsetNotFound
+	}
+	return recs, nil
+}
+
+// Thread implements store.Store.
+func (s *Store) Thread(ctx context.Context, id string) (*store.ThreadRecord, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	var tr *store.ThreadRecord
+	err := s.withView(ctx, id, func(v *threadView) error {
+		if !v.exists {
+			return store.ErrNotFound
+		}
+		tr = &store.ThreadRecord{Thread: v.record(), Version: v.version}
+		return nil
+	})
+	if err != nil {
+		return nil, s.readErr("read thread", err)
+	}
+	return tr, nil
+}
+
+// Threads implements store.Store. It reads the rows of every thread of the
+// namespace from the bucket (one consumer; O(threads of the namespace) per
+// page: the bucket has no index by time), then sorts. The cursor is the (updated_at, id) of the last thread
+// of the page, as in sqlitestore.
+func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.ThreadPage, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultThreadsLimit
+	}
+	limit = min(limit, maxThreadsLimit)
+	var (
+		cu  int64
+		cid string
+	)
+	if q.Cursor != "" {
+		var ok bool
+		if cu, cid, ok = decodeCursor(q.Cursor); !ok {
+			return nil, tether.Errorf(tether.CodeBadRequest, "thread cursor is malformed")
+		}
+	}
+	rows, err := s.scan(ctx, "t."+queryNamespaceToken(q.Namespace)+".*")
+	if err != nil {
+		return nil, s.readErr("list threads", err)
+	}
+	var ths []*threadRow
+	for key, val := range rows {
+		row := new(threadRow)
+		if err := json.Unmarshal(val, row); err != nil {
+			return nil, s.readErr("list threads", fmt.Errorf("row %s: %w", key, err))
+		}
+		t := row.Thread
+		if q.Status != "" && t.Status != string(q.Status) {
+			continue
+		}
+		if q.Cursor != "" && (t.UpdatedAt > cu || t.UpdatedAt == cu && t.ID >= cid) {
+			continue
+		}
+		ths = append(ths, row)
+	}
+	slices.SortFunc(ths, func(a, b *threadRow) int {
+		if a.Thread.UpdatedAt != b.Thread.UpdatedAt {
+			if a.Thread.UpdatedAt > b.Thread.UpdatedAt {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(b.Thread.ID, a.Thread.ID)
+	})
+	page := &store.ThreadPage{Threads: make([]tether.Thread, 0, min(limit, len(ths)))}
+	for _, row := range ths[:min(limit, len(ths))] {
+		page.Threads = append(page.Threads, row.Thread.thread(row.Last))
+	}
+	if len(ths) > limit {
+		last := page.Threads[limit-1]
+		page.Next = encodeCursor(last.UpdatedAt.UnixMilli(), last.ID)
+	}
+	return page, nil
+}
+
+func encodeCursor(updated int64, id string) string {
+	b := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(b, uint64(updated))
+	return base64.RawURLEncoding.EncodeToString(append(b, id...))
+}
+
+func decodeCursor(c string) (updated int64, id string, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) <= 8 {
+		return 0, "", false
+	}
+	return int64(binary.BigEndian.Uint64(b)), string(b[8:]), true
+}
