@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,8 @@ import (
 	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/store/natsstore"
 	"github.com/tetherhq/tether/store/sqlitestore"
 	"github.com/tetherhq/tether/streams"
 	"github.com/tetherhq/tether/streams/wake"
@@ -33,6 +36,8 @@ import (
 type serveConfig struct {
 	addr, data, token, keysFile, nodeID, agent, cors, logLevel, logFormat, debugAddr string
 	openaiBaseURL, openaiModel, openaiKey                                            string
+	storeURL, natsStream                                                             string
+	natsReplicas                                                                     int
 	fsync, insecure                                                                  bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
@@ -44,6 +49,9 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	var c serveConfig
 	fs.StringVar(&c.addr, "addr", fs.envOr("TETHER_ADDR", "127.0.0.1:8080"), "address to listen on ($TETHER_ADDR)")
 	fs.StringVar(&c.data, "data", fs.envOr("TETHER_DATA", "./tether-data"), "data directory; the store is tether.db inside ($TETHER_DATA)")
+	fs.StringVar(&c.storeURL, "store", fs.envOr("TETHER_STORE", "sqlite"), "where the logs live: sqlite (tether.db in --data) or nats://host:4222[,nats://host2:4222,...] for a NATS JetStream cluster shared by several nodes ($TETHER_STORE)")
+	fs.StringVar(&c.natsStream, "nats-stream", fs.envOr("TETHER_NATS_STREAM", "TETHER"), "JetStream stream (and bucket prefix) of the logs, with --store nats://... ($TETHER_NATS_STREAM)")
+	natsReplicas := fs.Int("nats-replicas", "TETHER_NATS_REPLICAS", 1, "replicas of the stream and bucket when this node creates them (3 in a 3-server cluster)")
 	fsync := fs.Bool("fsync", "TETHER_FSYNC", false, "fsync every commit (group commit): survive power loss, not only a crash")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "admin API token; clients send Authorization: Bearer <token> ($TETHER_TOKEN)")
 	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client ($TETHER_KEYS)")
@@ -74,7 +82,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 		fmt.Fprintf(stderr, "tether serve: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
-	c.fsync, c.insecure = *fsync, *insecure
+	c.fsync, c.insecure, c.natsReplicas = *fsync, *insecure, *natsReplicas
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
@@ -105,7 +113,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err := os.MkdirAll(c.data, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	st, err := sqlitestore.Open(filepath.Join(c.data, "tether.db"), sqlitestore.Options{Fsync: c.fsync, Logger: log})
+	st, err := openStore(ctx, &c, log)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -261,6 +269,50 @@ func loadSigningKey(file string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("webhook signing key %s: not a base64 Ed25519 seed", file)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// openStore opens the store --store names. With NATS, the node needs a
+// name of its own that stays the same across restarts (its in-process runs
+// are aborted when it restarts): the host name unless --node-id says.
+func openStore(ctx context.Context, c *serveConfig, log *slog.Logger) (store.Store, error) {
+	switch {
+	case c.storeURL == "sqlite" || c.storeURL == "":
+		return sqlitestore.Open(filepath.Join(c.data, "tether.db"), sqlitestore.Options{Fsync: c.fsync, Logger: log})
+	case strings.HasPrefix(c.storeURL, "nats://") || strings.HasPrefix(c.storeURL, "tls://"):
+		if c.nodeID == "local" {
+			host, err := os.Hostname()
+			if err != nil || host == "" {
+				return nil, errors.New("with --store nats://..., set --node-id to a name unique to this node")
+			}
+			c.nodeID = host
+		}
+		if c.fsync {
+			log.Warn("--fsync applies to the sqlite store; JetStream's durability is its own (use R3, or sync_interval: always)")
+		}
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := natsstore.Open(octx, natsstore.Options{URL: c.storeURL, Stream: c.natsStream, Replicas: c.natsReplicas, Node: c.nodeID, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("store: NATS JetStream", "url", redactURL(c.storeURL), "stream", c.natsStream, "replicas", c.natsReplicas, "node", c.nodeID)
+		return st, nil
+	}
+	return nil, fmt.Errorf("--store must be sqlite or nats://host:port[,...], got %q", redactURL(c.storeURL))
+}
+
+// redactURL hides the passwords of URLs (user:password@host) for logs.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+				parts[i] = u.String()
+			}
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func loadKeys(c serveConfig) ([]api.Key, error) {
