@@ -1,0 +1,272 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/hub"
+)
+
+// stream serves a subscription as Server-Sent Events. Frames, in order:
+// the ":ok" comment, connected, the snapshot when due, then events, with a
+// ping every heartbeat. It ends after a run's or message's terminal event
+// (with an end frame), at the max lifetime or at shutdown (after a
+// reconnect frame), or when the client falls too far behind; the client
+// resumes from its last id.
+//
+// On HTTP/1.1 the connection is taken over from net/http: the stream is
+// written by one small goroutine, each batch of frames with one writev of
+// the frames' shared bytes, and net/http's per-request state is freed. An
+// idle stream then costs a goroutine and a few buffers, not two goroutines
+// and a response writer's. Other protocols (HTTP/2) keep net/http's path.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest) {
+	sub, err := s.e.Subscribe(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st := &sseStream{s: s, sub: sub, reqID: requestID(r)}
+	s.streams.Add(1)
+	s.metrics.streams.Inc()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("X-Accel-Buffering", "no")
+	if r.ProtoMajor == 1 {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			// The response is ours to write from here: its head, then the
+			// stream, which ends when the connection closes. Dead peers
+			// show up as write errors, at the latest at the next ping.
+			st.out = &connOut{conn: conn, timeout: s.opts.WriteTimeout}
+			st.f.add(responseHead(h))
+			// The first frames (the snapshot may be large) are built here,
+			// so that the goroutine that lives as long as the stream keeps
+			// a small stack.
+			st.start()
+			go func() {
+				defer st.finish()
+				st.run(context.Background())
+			}()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	st.out = &httpOut{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
+	defer st.finish()
+	st.start()
+	st.run(r.Context())
+}
+
+// responseHead is the status line and headers of a taken-over stream.
+func responseHead(h http.Header) []byte {
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// sseStream is one stream being written.
+type sseStream struct {
+	s     *Server
+	sub   *engine.Subscription
+	out   sseOut
+	reqID string
+	f     frames
+}
+
+func (st *sseStream) finish() {
+	st.sub.Close()
+	st.out.close()
+	st.s.metrics.streams.Dec()
+	st.s.streams.Done()
+}
+
+// start queues the first frames: the ":ok" comment, connected, the
+// snapshot when due, and the end when there is nothing to follow.
+func (st *sseStream) start() {
+	s, sub := st.s, st.sub
+	st.f.add(okComment)
+	st.f.event("connected", "", jsonOf(connected{
+		ThreadID: sub.ThreadID, RunID: sub.RunID, MessageID: sub.MessageID, Offset: sub.Tail,
+		HeartbeatMs: s.opts.Heartbeat.Milliseconds(), ServerTime: tether.Now(),
+	}))
+	if sub.Snapshot != nil {
+		st.f.event("snapshot", string(sub.Snapshot.Offset), jsonOf(sub.Snapshot))
+	}
+	if sub.Done() {
+		st.f.event("end", "", endOf(sub))
+	}
+}
+
+// run writes the stream until it ends. ctx is the request's (net/http) or
+// none (a taken-over connection, which ends on a write error).
+func (st *sseStream) run(ctx context.Context) {
+	s, sub := st.s, st.sub
+	if !st.send() || sub.Done() {
+		return
+	}
+
+	ping := time.NewTicker(s.opts.Heartbeat)
+	defer ping.Stop()
+	life := time.NewTimer(s.opts.MaxStreamLifetime)
+	defer life.Stop()
+	for {
+		// Write everything that is ready (history is read a page at a
+		// time) in one write: one syscall for many events.
+		recs, err := sub.TryNext(ctx)
+		for _, rec := range recs {
+			st.f.add(rec.SSE())
+		}
+		if err != nil {
+			switch {
+			case errors.Is(err, hub.ErrSlow):
+				s.metrics.slowCuts.Inc()
+				st.f.event("reconnect", "", `{"reason":"slow_consumer"}`)
+			case errors.Is(err, io.EOF):
+				st.f.event("end", "", endOf(sub))
+			case errors.Is(err, hub.ErrClosed) && !s.stopped():
+				st.f.event("end", "", `{"reason":"thread_deleted"}`)
+			case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
+				s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
+			}
+			st.send()
+			return
+		}
+		if len(recs) > 0 {
+			if !st.send() {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.shutdown:
+			st.f.event("reconnect", "", `{"reason":"shutdown"}`)
+			st.send()
+			return
+		case <-life.C:
+			st.f.event("reconnect", "", `{"reason":"max_lifetime"}`)
+			st.send()
+			return
+		case <-ping.C:
+			st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
+			if !st.send() {
+				return
+			}
+		case <-sub.Ready():
+		}
+	}
+}
+
+// send writes the pending frames.
+func (st *sseStream) send() bool {
+	if len(st.f.bufs) == 0 {
+		return true
+	}
+	all := st.f.bufs
+	b := all // send may consume its copy of the slice
+	err := st.out.send(&b)
+	// Keep the slice for the next send, without pinning what was sent,
+	// unless a burst made it large: an idle stream should hold little.
+	clear(all)
+	if cap(all) > 256 {
+		all = nil
+	}
+	st.f.bufs = all[:0]
+	return err == nil
+}
+
+var okComment = []byte(":ok\n\n")
+
+// endOf is the data of the end frame of a run or message subscription.
+func endOf(sub *engine.Subscription) string {
+	if sub.MessageID != "" {
+		return `{"reason":"message_finished"}`
+	}
+	return `{"reason":"run_finished"}`
+}
+
+type connected struct {
+	ThreadID    string        `json:"thread_id"`
+	RunID       string        `json:"run_id,omitempty"`
+	MessageID   string        `json:"message_id,omitempty"`
+	Offset      tether.Offset `json:"offset"`
+	HeartbeatMs int64         `json:"heartbeat_ms"`
+	ServerTime  tether.Time   `json:"server_time"`
+}
+
+// frames collects what to write next: event frames are the records' own
+// SSE bytes, shared by every subscriber, never copied; control frames are
+// small and built here.
+type frames struct {
+	bufs net.Buffers
+}
+
+func (f *frames) add(b []byte) { f.bufs = append(f.bufs, b) }
+
+func (f *frames) event(name, id, data string) {
+	b := make([]byte, 0, len(name)+len(id)+len(data)+24)
+	if id != "" {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, name...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	f.add(append(b, "\n\n"...))
+}
+
+// sseOut is where a stream's frames go.
+type sseOut interface {
+	// send writes the frames and flushes them, within the write timeout.
+	// It may consume bufs.
+	send(bufs *net.Buffers) error
+	close()
+}
+
+// connOut writes to a taken-over connection: one writev per send.
+type connOut struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (o *connOut) send(bufs *net.Buffers) error {
+	_ = o.conn.SetWriteDeadline(time.Now().Add(o.timeout))
+	_, err := bufs.WriteTo(o.conn)
+	return err
+}
+
+func (o *connOut) close() { _ = o.conn.Close() }
+
+// httpOut writes through net/http (HTTP/2, or a writer that cannot be
+// taken over).
+type httpOut struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (o *httpOut) send(bufs *net.Buffers) error {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	for _, b := range *bufs {
+		if _, err := o.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return o.rc.Flush()
+}
+
+func (o *httpOut) close() {}
