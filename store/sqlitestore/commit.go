@@ -287,6 +287,8 @@ func (s *Store) writeDelete(r *request) error {
 		{s.w.deleteRuns, r.threadID},
 		{s.w.deleteCheckpoint, r.threadID},
 		{s.w.deleteProducers, r.threadID},
+		// The deleted events may be the newest: keep their ids used.
+		{s.w.saveLastEventID, s.lastID},
 		{s.w.deleteThreadByPK, pk},
 	}
 	for _, st := range steps {

@@ -37,12 +37,15 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS threads_by_updated ON threads (updated_at, id)`,
 	`CREATE INDEX IF NOT EXISTS threads_by_status ON threads (status, updated_at, id)`,
 
-	// id is the sequence part of the offset. AUTOINCREMENT keeps its high
-	// water mark in sqlite_sequence, so an id is never reused, even after
-	// the newest events were deleted. epoch is the epoch the event was
-	// written in: with id and thread it must match a cursor exactly.
+	// id is the sequence part of the offset. The writer assigns it from the
+	// highest id it knows. Deleting a thread records that high-water mark
+	// in meta (last_event_id), so an id is never given twice, even after
+	// the newest events were deleted and the store reopened. That costs a
+	// write per delete; AUTOINCREMENT would cost a page write per
+	// transaction. epoch is the epoch the event was written in: with id
+	// and thread it must match a cursor exactly.
 	`CREATE TABLE IF NOT EXISTS events (
-		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		id         INTEGER PRIMARY KEY,
 		thread     INTEGER NOT NULL,
 		epoch      INTEGER NOT NULL,
 		type       TEXT NOT NULL,
@@ -139,8 +142,10 @@ const (
 	sqlDeleteRuns       = `DELETE FROM runs WHERE thread_id = ?`
 	sqlDeleteCheckpoint = `DELETE FROM checkpoints WHERE thread_id = ?`
 	sqlDeleteThread     = `DELETE FROM threads WHERE pk = ?`
-	sqlLastEventID      = `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), coalesce((SELECT max(id) FROM events), 0))`
-	sqlCheckpointWAL    = `PRAGMA wal_checkpoint(TRUNCATE)`
+	sqlLastEventID      = `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), coalesce((SELECT max(id) FROM events), 0), coalesce((SELECT value FROM meta WHERE key = 'last_event_id'), 0))`
+	sqlSaveLastEventID  = `INSERT INTO meta (key, value) VALUES ('last_event_id', ?)
+		ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`
+	sqlCheckpointWAL = `PRAGMA wal_checkpoint(TRUNCATE)`
 )
 
 // Statements of the reader pool.

@@ -19,6 +19,7 @@ type writerStmts struct {
 	deleteEvents, deleteRuns           *sql.Stmt
 	deleteCheckpoint, deleteThreadByPK *sql.Stmt
 	upsertProducer, deleteProducers    *sql.Stmt
+	saveLastEventID                    *sql.Stmt
 }
 
 func (w *writerStmts) list() []struct {
@@ -38,6 +39,7 @@ func (w *writerStmts) list() []struct {
 		{&w.deleteEvents, sqlDeleteEvents}, {&w.deleteRuns, sqlDeleteRuns},
 		{&w.deleteCheckpoint, sqlDeleteCheckpoint}, {&w.deleteThreadByPK, sqlDeleteThread},
 		{&w.upsertProducer, sqlUpsertProducer}, {&w.deleteProducers, sqlDeleteProducers},
+		{&w.saveLastEventID, sqlSaveLastEventID},
 	}
 }
 
