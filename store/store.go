@@ -116,7 +116,10 @@ type Batch struct {
 	// Encoded[i] is Events[i].Encode(): the JSON without the offset.
 	Encoded [][]byte
 	// Thread, if set, is the thread's row after the batch. The store fills
-	// in LastOffset (when the batch has events).
+	// in LastOffset (when the batch has events). A store may write the
+	// row's UpdatedAt lazily, to spare index writes on busy threads: read
+	// back, it may trail the last batch's by up to a second, but never when
+	// the status, active run or metadata changed.
 	Thread *tether.Thread
 	// Runs are inserted or replaced.
 	Runs []*RunRecord

@@ -11,6 +11,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore"
+	"github.com/tetherhq/tether/store/natsstore/natstest"
 )
 
 // BenchmarkCommit measures ingest, as sqlitestore's benchmark of the same
@@ -24,9 +25,9 @@ func BenchmarkCommit(b *testing.B) {
 		b.Run("deploy="+deploy, func(b *testing.B) {
 			var opts natsstore.Options
 			if deploy == "single" {
-				opts = optionsFor(runServer(b, b.TempDir()).ClientURL(), "", 1)
+				opts = optionsFor(natstest.StartServer(b).ClientURL(), "", 1)
 			} else {
-				opts = optionsFor(clusterURLs(runCluster(b, 3)), "", 3)
+				opts = optionsFor(natstest.URLs(natstest.StartCluster(b, 3)...), "", 3)
 			}
 			for _, threads := range []int{1, 100} {
 				for _, events := range []int{1, 10} {

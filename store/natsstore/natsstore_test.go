@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/store/natsstore/natstest"
 	"github.com/tetherhq/tether/store/storetest"
 	"go.uber.org/goleak"
 )
@@ -23,7 +24,7 @@ const (
 func TestConformance(t *testing.T) {
 	url := os.Getenv(urlEnv)
 	if url == "" {
-		url = runServer(t, t.TempDir()).ClientURL()
+		url = natstest.StartServer(t).ClientURL()
 		t.Setenv(urlEnv, url)
 	}
 	storetest.Run(t, storetest.Harness{
@@ -42,7 +43,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	urls := os.Getenv(clusterURLEnv)
 	if urls == "" {
-		urls = clusterURLs(runCluster(t, 3))
+		urls = natstest.URLs(natstest.StartCluster(t, 3)...)
 		t.Setenv(clusterURLEnv, urls)
 	}
 	storetest.Run(t, storetest.Harness{

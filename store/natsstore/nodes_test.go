@@ -15,6 +15,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore"
+	"github.com/tetherhq/tether/store/natsstore/natstest"
 )
 
 var ctx = context.Background()
@@ -23,13 +24,13 @@ var ctx = context.Background()
 // (stream and bucket replicated three times).
 func eachDeployment(t *testing.T, fn func(t *testing.T, opts natsstore.Options)) {
 	t.Run("single", func(t *testing.T) {
-		fn(t, optionsFor(runServer(t, t.TempDir()).ClientURL(), t.TempDir(), 1))
+		fn(t, optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		if testing.Short() {
 			t.Skip("short")
 		}
-		fn(t, optionsFor(clusterURLs(runCluster(t, 3)), t.TempDir(), 3))
+		fn(t, optionsFor(natstest.URLs(natstest.StartCluster(t, 3)...), t.TempDir(), 3))
 	})
 }
 
@@ -404,7 +405,7 @@ func TestRepair(t *testing.T) {
 // that reads the bucket when a pattern matches more keys than one request
 // returns.
 func TestScanFallback(t *testing.T) {
-	st := node(t, optionsFor(runServer(t, t.TempDir()).ClientURL(), t.TempDir(), 1), "a")
+	st := node(t, optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1), "a")
 	for i := range 12 {
 		id := fmt.Sprintf("t%02d", i)
 		b := createBatch(t, id, i%2)
@@ -446,7 +447,7 @@ func TestScanFallback(t *testing.T) {
 // TestEpoch checks that offsets carry the stream's creation time, or the
 // epoch its metadata sets (after a restore).
 func TestEpoch(t *testing.T) {
-	url := runServer(t, t.TempDir()).ClientURL()
+	url := natstest.StartServer(t).ClientURL()
 	opts := optionsFor(url, t.TempDir(), 1)
 	before := time.Now().Unix()
 	st := node(t, opts, "a")
@@ -491,7 +492,7 @@ func TestEpoch(t *testing.T) {
 // TestBatchTooLarge checks that a batch larger than the server takes fails
 // whole.
 func TestBatchTooLarge(t *testing.T) {
-	st := node(t, optionsFor(runServer(t, t.TempDir()).ClientURL(), t.TempDir(), 1), "a")
+	st := node(t, optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1), "a")
 	mustCommit(t, st, createBatch(t, "t", 1))
 	b := appendBatch(t, "t", 1, 1, "big")
 	big, _ := json.Marshal(map[string]string{"x": string(make([]byte, 2<<20))})

@@ -156,6 +156,7 @@ func (s *Store) writeCommit(r *request) error {
 	version := st.version + n
 
 	pk := st.pk
+	var row *tether.Thread // the row written in full, if any
 	switch t := b.Thread; {
 	case b.Create:
 		res, err := s.w.insertThread.Exec(b.ThreadID, string(t.Status), blob(t.Metadata),
@@ -166,11 +167,13 @@ func (s *Store) writeCommit(r *request) error {
 		if pk, err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("insert thread: %w", err)
 		}
-	case t != nil:
+		row = t
+	case t != nil && !st.row.sameRow(t):
 		if _, err := s.w.updateThread.Exec(string(t.Status), blob(t.Metadata), millis(t.CreatedAt),
 			millis(t.UpdatedAt), t.ActiveRunID, last, version, pk); err != nil {
 			return fmt.Errorf("update thread: %w", err)
 		}
+		row = t
 	case n > 0:
 		if _, err := s.w.updateThreadLog.Exec(last, version, pk); err != nil {
 			return fmt.Errorf("update thread: %w", err)
@@ -204,6 +207,9 @@ func (s *Store) writeCommit(r *request) error {
 		s.cacheThread(b.ThreadID, st)
 	}
 	st.version, st.last = version, last
+	if row != nil {
+		st.row.set(row)
+	}
 	return nil
 }
 

@@ -1,9 +1,12 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
+
+	tether "github.com/tetherhq/tether"
 )
 
 // threadState is what the writer needs of a thread to check a batch. The
@@ -14,6 +17,35 @@ type threadState struct {
 	pk      int64
 	version int64
 	last    string // last offset, or OffsetStart
+	// row is the thread row as last written in full, to tell whether the
+	// next batch changes more than its log position.
+	row rowState
+}
+
+// rowState is what a full write of a thread row sets.
+type rowState struct {
+	known            bool
+	status, active   string
+	metadata         []byte
+	created, updated int64 // Unix milliseconds
+}
+
+// updatedLag is how far a thread row's updated_at may trail its last
+// batch. Rewriting it on every batch rewrites both of its indexes, which is
+// most of what a busy thread's small appends cost the writer.
+const updatedLag = 1000 // ms
+
+// sameRow reports whether the row t would write differs from the last
+// full write only by an updated_at less than updatedLag newer.
+func (r *rowState) sameRow(t *tether.Thread) bool {
+	return r.known && r.status == string(t.Status) && r.active == t.ActiveRunID &&
+		r.created == millis(t.CreatedAt) && bytes.Equal(r.metadata, t.Metadata) &&
+		millis(t.UpdatedAt)-r.updated < updatedLag
+}
+
+func (r *rowState) set(t *tether.Thread) {
+	*r = rowState{known: true, status: string(t.Status), active: t.ActiveRunID,
+		metadata: bytes.Clone(t.Metadata), created: millis(t.CreatedAt), updated: millis(t.UpdatedAt)}
 }
 
 // maxCachedThreads bounds the writer's cache; past it the cache starts
