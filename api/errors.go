@@ -72,3 +72,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// errShuttingDown answers requests for streams that arrive after shutdown
+// started: the client reconnects, to another node or after the restart.
+var errShuttingDown = tether.Errorf(tether.CodeUnavailable, "the server is shutting down")

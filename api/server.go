@@ -99,6 +99,7 @@ type Server struct {
 	stopping     context.Context // done once shutdown starts
 	stopAll      context.CancelFunc
 	shutdownOnce sync.Once
+	liveMu       sync.Mutex // orders live() against Shutdown's Wait
 	streams      sync.WaitGroup
 	ready        atomic.Bool
 }
@@ -152,7 +153,7 @@ func (s *Server) Handler() http.Handler {
 		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, Stopping: s.stopping, Logger: s.log,
-			Live: func() func() { s.streams.Add(1); return s.streams.Done },
+			Live: s.live,
 		})
 		handle(durablestreams.Prefix, s.allow(ds.ServeHTTP, client, worker))
 		// These authenticate themselves (the JWKS is public; callbacks,
@@ -178,7 +179,25 @@ func (s *Server) Shutdown() {
 		close(s.shutdown)
 		s.stopAll()
 	})
+	// No live() may Add once Wait has begun: taking the lock after
+	// stopping is done means every later live() sees it and refuses.
+	s.liveMu.Lock()
+	s.liveMu.Unlock() //nolint:staticcheck // an intentional barrier
 	s.streams.Wait()
+}
+
+// live registers a long-lived response (an SSE stream, a WebSocket, a
+// long poll) that Shutdown waits for, and returns the function that ends
+// it. Once shutdown has started it refuses (ok is false), and the caller
+// answers 503 so that the client reconnects elsewhere.
+func (s *Server) live() (done func(), ok bool) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.stopped() {
+		return nil, false
+	}
+	s.streams.Add(1)
+	return s.streams.Done, true
 }
 
 // untilShutdown returns a context for a long poll: it ends after d, when

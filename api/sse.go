@@ -27,13 +27,18 @@ import (
 // idle stream then costs a goroutine and a few buffers, not two goroutines
 // and a response writer's. Other protocols (HTTP/2) keep net/http's path.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest) {
+	done, ok := s.live()
+	if !ok {
+		s.writeError(w, r, errShuttingDown)
+		return
+	}
 	sub, err := s.e.Subscribe(r.Context(), req)
 	if err != nil {
+		done()
 		s.writeError(w, r, err)
 		return
 	}
-	st := &sseStream{s: s, sub: sub, reqID: requestID(r)}
-	s.streams.Add(1)
+	st := &sseStream{s: s, sub: sub, reqID: requestID(r), done: done}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -82,13 +87,14 @@ type sseStream struct {
 	out   sseOut
 	reqID string
 	f     frames
+	done  func() // ends the stream's registration with the server
 }
 
 func (st *sseStream) finish() {
 	st.sub.Close()
 	st.out.close()
 	st.s.metrics.streams.Dec()
-	st.s.streams.Done()
+	st.done()
 }
 
 // start queues the first frames: the ":ok" comment, connected, the

@@ -60,12 +60,6 @@ func (s *Server) wsToken(h http.HandlerFunc) http.HandlerFunc {
 // websocket serves GET /v1/ws. Auth (by s.allow) and the origin check
 // happen before the upgrade, so a refused client gets a plain HTTP error.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-s.shutdown:
-		s.writeError(w, r, tether.Errorf(tether.CodeUnavailable, "the server is shutting down"))
-		return
-	default:
-	}
 	// A worker token may follow runs only, as on SSE.
 	worker := false
 	if s.auth != nil {
@@ -73,8 +67,12 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 			worker = true
 		}
 	}
-	s.streams.Add(1)
-	defer s.streams.Done()
+	done, ok := s.live()
+	if !ok {
+		s.writeError(w, r, errShuttingDown)
+		return
+	}
+	defer done()
 	c, err := websocket.Accept(w, r, s.acceptOptions())
 	if err != nil {
 		return // Accept answered (403 for a foreign origin, 426 without an upgrade)
@@ -257,7 +255,7 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 	if wc.closing {
 		wc.mu.Unlock()
 		es.Close()
-		wc.sendError(id, tether.Errorf(tether.CodeUnavailable, "the server is shutting down"))
+		wc.sendError(id, errShuttingDown)
 		return
 	}
 	// Only this goroutine adds subscriptions, so the checks above hold.

@@ -41,8 +41,9 @@ type Options struct {
 	Stopping context.Context
 	// Live, if set, is called when a long poll or SSE response starts; the
 	// function it returns is called when it ends (so a server can wait for
-	// them at shutdown).
-	Live func() (done func())
+	// them at shutdown). When it refuses (ok false, the server is shutting
+	// down) the request is answered 503.
+	Live func() (done func(), ok bool)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -69,7 +70,7 @@ func (o *Options) setDefaults() {
 		o.Stopping = context.Background()
 	}
 	if o.Live == nil {
-		o.Live = func() func() { return func() {} }
+		o.Live = func() (func(), bool) { return func() {}, true }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -168,7 +168,11 @@ func match(header, etag string) bool {
 // offset, else the first data appended within the long-poll timeout, else
 // 204.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
-	done := h.opts.Live()
+	done, ok := h.opts.Live()
+	if !ok {
+		h.fail(w, r, errShuttingDown)
+		return
+	}
 	defer done()
 	after := streams.OffsetNow
 	if rq.offset != streams.OffsetNow {

@@ -33,7 +33,11 @@ type sseWriter struct {
 // each data event followed by a control event with the offset after it.
 // Binary streams are sent in base64 (Stream-SSE-Data-Encoding: base64).
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
-	done := h.opts.Live()
+	done, ok := h.opts.Live()
+	if !ok {
+		h.fail(w, r, errShuttingDown)
+		return
+	}
 	defer done()
 	ctx := r.Context()
 	var (
