@@ -45,10 +45,18 @@ type errorBody struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var te *tether.Error
 	if !errors.As(err, &te) {
-		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		switch {
+		case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 			return // the client left
+		case errors.Is(err, context.DeadlineExceeded):
+			// The server gave up waiting (on the store, most likely):
+			// what was asked may or may not have happened. Retrying is
+			// safe for idempotent requests, which is what clients do on
+			// a 503.
+			te = tether.Wrap(err, tether.CodeUnavailable, "the request timed out; its outcome is unknown, retry it")
+		default:
+			te = tether.Wrap(err, tether.CodeInternal, "internal error")
 		}
-		te = tether.Wrap(err, tether.CodeInternal, "internal error")
 	}
 	status := statusOf(te.Code)
 	if status >= 500 {

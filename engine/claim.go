@@ -189,13 +189,31 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 		return nil, err
 	}
 	var key string
-	var loaded *store.Producer
 	if prod != nil {
 		key = producerKey(runID, prod.ID)
-		if loaded, err = e.producerState(ctx, t, key); err != nil {
-			return nil, err
-		}
 	}
+	for reloads := 0; ; reloads++ {
+		var loaded *store.Producer
+		var gen int64
+		if prod != nil {
+			if loaded, gen, err = e.producerState(ctx, t, key); err != nil {
+				return nil, err
+			}
+		}
+		res, err := e.leasedOnce(ctx, t, runID, token, prod, key, loaded, gen, evs)
+		if err == errProducerReload && reloads < maxProducerReloads {
+			continue
+		}
+		if err == errProducerReload {
+			err = tether.Errorf(tether.CodeUnavailable, "the producer's state keeps changing on other nodes; retry")
+		}
+		return res, err
+	}
+}
+
+// leasedOnce is one attempt of leased, with the producer's state as loaded
+// in generation gen of the thread's speculative state.
+func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event) (*AppendResult, error) {
 	var res AppendResult
 	o, err := e.update(ctx, t, func(p *planner) error {
 		r, ok := p.run(runID)
@@ -205,6 +223,9 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 		if prod != nil {
 			cur, ok := t.producers[key]
 			if !ok {
+				if t.gen != gen {
+					return errProducerReload
+				}
 				cur = loaded
 			}
 			dup, next, err := checkProducer(cur, key, *prod)

@@ -27,6 +27,8 @@ func (e *Engine) storeErr(err error, format string, args ...any) error {
 		return tether.Errorf(tether.CodeBadRequest, "offset is not in the log of %s", what)
 	case errors.Is(err, store.ErrClosed):
 		return errClosed
+	case errors.Is(err, store.ErrUnavailable):
+		return tether.Wrap(err, tether.CodeUnavailable, "the store is unavailable; retry")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}

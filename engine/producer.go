@@ -55,23 +55,34 @@ func (e *ProducerError) Unwrap() error { return e.Err }
 func producerKey(runID, producerID string) string { return runID + "/" + producerID }
 
 // producerState returns the current state of a producer, loading it from
-// the store if this process has not seen it. nil means it never appended.
-func (e *Engine) producerState(ctx context.Context, t *thread, key string) (*store.Producer, error) {
+// the store if this process has not seen it (nil: it never appended), and
+// the generation of the thread's speculative state it was read in. A state
+// loaded from the store is only good for that generation: a rebuild (after
+// another node wrote to the thread) may have left the store ahead of it.
+func (e *Engine) producerState(ctx context.Context, t *thread, key string) (*store.Producer, int64, error) {
 	t.wmu.Lock()
 	p, ok := t.producers[key]
+	gen := t.gen
 	t.wmu.Unlock()
 	if ok {
-		return p, nil
+		return p, gen, nil
 	}
 	p, err := e.st.Producer(ctx, t.id, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, gen, nil
 	}
 	if err != nil {
-		return nil, e.storeErr(err, "producer")
+		return nil, gen, e.storeErr(err, "producer")
 	}
-	return p, nil
+	return p, gen, nil
 }
+
+// errProducerReload says a producer's state was loaded before the thread's
+// state was rebuilt: load it again and retry.
+var errProducerReload = errors.New("engine: producer state loaded before a rebuild")
+
+// maxProducerReloads bounds the retries of one append after rebuilds.
+const maxProducerReloads = 8
 
 // checkProducer applies the producer rules. It returns dup true for a
 // duplicate (the append is already in the log), or the state to commit.

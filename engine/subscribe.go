@@ -79,6 +79,15 @@ func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 		}
 	}
 	st := t.snapshotState()
+	if e.mayBeBehind(st, req) {
+		// Another node may have committed what the request names (a
+		// cursor it handed out, a run it created) before this node was
+		// notified: look in the store before calling it unknown.
+		if err := e.refresh(ctx, t); err != nil {
+			return nil, err
+		}
+		st = t.snapshotState()
+	}
 	s.Tail = st.Offset()
 	if req.MessageID != "" {
 		m, ok := st.Machine().Message(req.MessageID)
@@ -121,6 +130,29 @@ func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 	s.sub = e.hub.Subscribe(t.id, from)
 	e.counters.Subscriptions.Add(1)
 	return s, nil
+}
+
+// mayBeBehind reports whether a request names something st does not
+// hold: an offset after its tail, or a run or message it does not know.
+func (e *Engine) mayBeBehind(st *runs.State, req SubscribeRequest) bool {
+	switch req.Cursor {
+	case "", tether.OffsetStart, tether.OffsetNow:
+	default:
+		if req.Cursor.After(st.Offset()) {
+			return true
+		}
+	}
+	if req.RunID != "" {
+		if _, ok := st.Machine().Run(req.RunID); !ok {
+			return true
+		}
+	}
+	if req.MessageID != "" {
+		if _, ok := st.Machine().Message(req.MessageID); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot sets the subscription's snapshot from st and returns its offset.

@@ -24,16 +24,21 @@ import (
 //
 // On a store with one engine neither ever triggers beyond one cheap read.
 
-// behind reports whether the store holds events of the thread that this
-// engine has not folded yet.
+// behind reports whether this engine's speculative state may be stale: the
+// store holds events of the thread it has not folded yet, or it folded
+// events of another node that its speculative state (and what it caches
+// besides the log: producers, leases) does not reflect yet.
 func (e *Engine) behind(ctx context.Context, t *thread) (bool, error) {
 	rec, err := e.st.Thread(ctx, t.id)
 	if err != nil {
 		return false, e.storeErr(err, "thread %s", t.id)
 	}
+	t.wmu.Lock()
+	committed := t.committed
+	t.wmu.Unlock()
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
-	return rec.Version > t.folded, nil
+	return rec.Version > t.folded || t.folded != committed, nil
 }
 
 // resync catches a thread up with the store and rebuilds its speculative
@@ -53,31 +58,10 @@ func (e *Engine) resync(ctx context.Context, t *thread) error {
 }
 
 // catchUp folds into the committed state the events the store has after
-// it, and reads the rows of the thread's unfinished runs. Events folded by
-// the notify path meanwhile are skipped by offset.
+// it, and reads the rows of the thread's unfinished runs.
 func (e *Engine) catchUp(ctx context.Context, t *thread) (map[string]*store.RunRecord, error) {
-	t.rmu.Lock()
-	after := t.state.Offset()
-	t.rmu.Unlock()
-	for {
-		recs, err := e.st.ReadEvents(ctx, t.id, after, 1000)
-		if err != nil {
-			return nil, e.storeErr(err, "thread %s", t.id)
-		}
-		t.rmu.Lock()
-		for _, r := range recs {
-			ev, err := r.Decode()
-			if err != nil {
-				t.rmu.Unlock()
-				return nil, fmt.Errorf("catch up thread %s: decode event %s: %w", t.id, r.Offset, err)
-			}
-			e.fold(t, ev)
-		}
-		t.rmu.Unlock()
-		if len(recs) < 1000 {
-			break
-		}
-		after = recs[len(recs)-1].Offset
+	if err := e.refresh(ctx, t); err != nil {
+		return nil, err
 	}
 	t.rmu.Lock()
 	runs := t.state.Machine().Runs()
@@ -97,6 +81,34 @@ func (e *Engine) catchUp(ctx context.Context, t *thread) (map[string]*store.RunR
 		rows[r.ID] = rr
 	}
 	return rows, nil
+}
+
+// refresh folds into the committed state the events the store has after
+// it. Events folded by the notify path meanwhile are skipped by offset.
+func (e *Engine) refresh(ctx context.Context, t *thread) error {
+	t.rmu.Lock()
+	after := t.state.Offset()
+	t.rmu.Unlock()
+	for {
+		recs, err := e.st.ReadEvents(ctx, t.id, after, 1000)
+		if err != nil {
+			return e.storeErr(err, "thread %s", t.id)
+		}
+		t.rmu.Lock()
+		for _, r := range recs {
+			ev, err := r.Decode()
+			if err != nil {
+				t.rmu.Unlock()
+				return fmt.Errorf("catch up thread %s: decode event %s: %w", t.id, r.Offset, err)
+			}
+			e.fold(t, ev)
+		}
+		t.rmu.Unlock()
+		if len(recs) < 1000 {
+			return nil
+		}
+		after = recs[len(recs)-1].Offset
+	}
 }
 
 // foldedCount returns how many events the committed state holds.
@@ -152,6 +164,7 @@ func (e *Engine) rebuild(t *thread, rows map[string]*store.RunRecord) {
 	t.rmu.Unlock()
 	t.extras = make(map[string]*runExtra, len(rows))
 	t.producers = make(map[string]*store.Producer)
+	t.gen++
 	for id, rr := range rows {
 		t.extras[id] = &runExtra{key: rr.IdempotencyKey, multitask: rr.Multitask, lease: rr.Lease, saved: *rr}
 		if rr.IdempotencyKey != "" {

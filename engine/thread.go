@@ -32,6 +32,7 @@ type thread struct {
 	extras    map[string]*runExtra
 	idem      map[string]string          // idempotency key → run ID
 	producers map[string]*store.Producer // producer key → state, committed and queued
+	gen       int64                      // bumped by each rebuild of the speculative state
 	queue     []*pending
 	flushing  bool
 	broken    bool // a commit failed: this entry must not be used again

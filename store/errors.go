@@ -15,4 +15,8 @@ var (
 	ErrOffsetNotFound = errors.New("store: offset not found")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable means the backend could not be reached or did not
+	// answer in time (a NATS server down, a stream without quorum). The
+	// operation may be retried; for a Commit, its outcome is unknown.
+	ErrUnavailable = errors.New("store: unavailable")
 )

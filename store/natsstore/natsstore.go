@@ -350,7 +350,28 @@ func (s *Store) readErr(what string, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
+	if unavailable(err) {
+		return fmt.Errorf("natsstore: %s: %w: %w", what, store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("natsstore: %s: %w", what, err)
+}
+
+// unavailable reports whether err says NATS or JetStream could not answer
+// (no connection, no responders, a timeout, a stream without a leader)
+// rather than that the request was wrong.
+func unavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == 503 {
+		return true
+	}
+	for _, e := range []error{nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrNoHeartbeat, jetstream.ErrJetStreamNotEnabled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) logSubject(threadID string) string { return s.subject + token(threadID) }

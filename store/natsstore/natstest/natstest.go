@@ -86,7 +86,7 @@ func startCluster(dir string, n int) ([]*server.Server, error) {
 	}
 	srvs := make([]*server.Server, 0, n)
 	for i := range n {
-		name := fmt.Sprintf("n%d", i+1)
+		name := fmt.Sprintf("nats-%d", i+1)
 		s, err := launch(server.Options{
 			ServerName: name, Host: "127.0.0.1", Port: -1,
 			JetStream: true, StoreDir: filepath.Join(dir, name), NoLog: true, NoSigs: true,

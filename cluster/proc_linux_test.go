@@ -1,0 +1,13 @@
+package cluster
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setDeathSignal makes the kernel kill the server if the test process
+// dies without cleaning up (a panic, a -timeout), so that no server
+// outlives its test.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
