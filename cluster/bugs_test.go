@@ -73,7 +73,6 @@ func TestCursorFromAnotherNode(t *testing.T) {
 // TestDeleteSeenByOtherNodes: a thread deleted through node a is gone on
 // node b too: b's open streams of it end, and b answers 404.
 func TestDeleteSeenByOtherNodes(t *testing.T) {
-	knownBug(t, "a deletion is not reported to other nodes (natsstore's notify skips tombstones; store.Committed cannot say it)")
 	js := startJetStream(t)
 	nodes := startNodes(t, js, 2, nodeOptions{})
 	a, b := nodes[0], nodes[1]
@@ -115,7 +114,6 @@ func TestDeleteSeenByOtherNodes(t *testing.T) {
 // TestRecreatedThreadOnOtherNodes: a thread deleted and created again
 // (same ID) through node a shows only its new content on node b.
 func TestRecreatedThreadOnOtherNodes(t *testing.T) {
-	knownBug(t, "a node that cached a deleted thread folds the new incarnation's events onto the old state")
 	js := startJetStream(t)
 	nodes := startNodes(t, js, 2, nodeOptions{})
 	a, b := nodes[0], nodes[1]

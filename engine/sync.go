@@ -172,3 +172,36 @@ func (e *Engine) rebuild(t *thread, rows map[string]*store.RunRecord) {
 		}
 	}
 }
+
+// deletedElsewhere drops what this node holds of a thread another node
+// deleted: its cached state and its subscriptions (which end, as on the
+// node that deleted it). A state that is already of a newer incarnation
+// (loaded from the store after the deletion, ahead of this notification)
+// is kept. It runs on the notify path, so it takes no write lock: a write
+// queued on the dropped state fails in the store, whose log has moved on.
+func (e *Engine) deletedElsewhere(c *store.Committed) {
+	if t := e.entry(c.ThreadID); t != nil {
+		t.rmu.Lock()
+		var runIDs []string
+		newer := false
+		if t.state != nil {
+			newer = t.state.Offset().After(c.Before)
+			for _, r := range t.state.Machine().Runs() {
+				runIDs = append(runIDs, r.ID)
+			}
+		}
+		t.rmu.Unlock()
+		if newer {
+			return
+		}
+		e.forget(t)
+		e.mu.Lock()
+		for _, id := range runIDs {
+			if e.runs[id] == c.ThreadID {
+				delete(e.runs, id)
+			}
+		}
+		e.mu.Unlock()
+	}
+	e.hub.CloseThread(c.ThreadID)
+}

@@ -467,6 +467,10 @@ func (e *Engine) failQueue(t *thread, batch []*pending, err error) {
 // it folds the events into the thread's committed state, publishes them,
 // and queues runs that became ready to start.
 func (e *Engine) onCommit(c *store.Committed) {
+	if c.Deleted {
+		e.deletedElsewhere(c)
+		return
+	}
 	t := e.entry(c.ThreadID)
 	var next []tether.Run
 	if t != nil {

@@ -160,6 +160,11 @@ type Committed struct {
 	// event of Records[i], offset set. Neither may be modified.
 	Records []*tether.Record
 	Events  []*tether.Event
+	// Deleted reports that another node sharing the store deleted the
+	// thread: Records and Events are empty and Before is the last offset
+	// of the deleted log. A store reports only the deletions made through
+	// other handles on it (a single-node store never does).
+	Deleted bool
 }
 
 // ThreadRecord is a thread's row.

@@ -60,6 +60,7 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 			return err
 		}
 		msgID := nuid.Next()
+		s.ownDeletes.Store(msgID, struct{}{})
 		ack, err := s.publish(context.Background(), subject, body, int64(st.seq), msgID, 0)
 		var seq uint64
 		if err == nil {
@@ -70,6 +71,7 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 			}
 		}
 		if err != nil {
+			s.ownDeletes.Delete(msgID)
 			s.forget(e)
 			if errors.Is(err, errCAS) && attempt < maxAttempts {
 				fresh = true

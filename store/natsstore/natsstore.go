@@ -92,6 +92,9 @@ type Store struct {
 	maxPayload int
 
 	notify atomic.Pointer[func(*store.Committed)]
+	// ownDeletes holds the message IDs of this handle's tombstones, so
+	// that the notify path reports only the other nodes' deletions.
+	ownDeletes sync.Map
 
 	mu       sync.Mutex
 	closed   bool

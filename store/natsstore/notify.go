@@ -86,11 +86,15 @@ func (s *Store) handle(seq uint64, msg jetstream.Msg) {
 		}
 		e.mu.Unlock()
 	}
-	if m.n == 0 || m.h.Delete {
+	fn := s.notify.Load()
+	if m.h.Delete {
+		// This node's own deletions were handled where they were made.
+		if _, own := s.ownDeletes.LoadAndDelete(m.msgID); !own && fn != nil {
+			(*fn)(&store.Committed{ThreadID: m.h.ID, Before: m.h.Before, Deleted: true})
+		}
 		return
 	}
-	fn := s.notify.Load()
-	if fn == nil {
+	if m.n == 0 || fn == nil {
 		return
 	}
 	var c *store.Committed
