@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -72,24 +73,27 @@ func (s *Service) Append(ctx context.Context, req AppendRequest) (*AppendResult,
 		appended bool
 	)
 	err := s.locked(ctx, id, func(e *entry, v *view) error {
+		res, release, appended = nil, "", false
 		if !v.exists {
 			return errorf(CodeNotFound, "stream not found")
 		}
 		if v.meta.Deleted {
 			return errorf(CodeGone, "the stream was deleted")
 		}
-		if s.expiredAt(id, v, s.opts.Now()) {
-			var err error
-			release, err = s.remove(ctx, e, v)
-			if err != nil {
+		expired, err := s.expired(ctx, id, v)
+		if err != nil {
+			return err
+		}
+		if expired {
+			var kept bool
+			if release, kept, err = s.remove(ctx, e, v); err != nil {
 				return err
 			}
-			if release == "" && s.refCount(id) > 0 {
+			if kept {
 				return errorf(CodeGone, "the stream expired")
 			}
 			return errorf(CodeNotFound, "stream not found")
 		}
-		var err error
 		res, appended, err = s.append(ctx, e, v, req)
 		return err
 	})
@@ -149,7 +153,7 @@ func (s *Service) append(ctx context.Context, e *entry, v *view, req AppendReque
 	}
 	if v.meta.Closed {
 		if closeOnly && req.Producer == nil {
-			s.touch(e.id, v)
+			s.touch(e.id, v, true)
 			return &AppendResult{Tail: tail, Closed: true}, false, nil
 		}
 		return nil, false, &Error{Code: CodeConflict, Message: "the stream is closed", Closed: true, Tail: tail}
@@ -174,7 +178,7 @@ func (s *Service) append(ctx context.Context, e *entry, v *view, req AppendReque
 	if err != nil {
 		return nil, false, err
 	}
-	s.touch(e.id, nv)
+	s.touch(e.id, nv, false)
 	res := &AppendResult{Tail: wire(nv.tailPos()), Closed: nv.meta.Closed}
 	if p := req.Producer; p != nil {
 		res.Producer = &Producer{ID: p.ID, Epoch: p.Epoch, Seq: p.Seq}
@@ -190,6 +194,8 @@ func (p *Producer) check() error {
 	switch {
 	case p.ID == "" || len(p.ID) > 255:
 		return errorf(CodeBadRequest, "Producer-Id must be 1 to 255 bytes")
+	case strings.ContainsFunc(p.ID, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return errorf(CodeBadRequest, "Producer-Id must not contain control characters")
 	case p.Epoch < 0 || p.Epoch > MaxProducerNumber:
 		return errorf(CodeBadRequest, "Producer-Epoch must be an integer from 0 to 2^53-1")
 	case p.Seq < 0 || p.Seq > MaxProducerNumber:
@@ -233,15 +239,18 @@ func (s *Service) Delete(ctx context.Context, path string) error {
 	id := threadID(path)
 	var release string
 	err := s.locked(ctx, id, func(e *entry, v *view) error {
+		release = ""
 		if !v.exists {
 			return errorf(CodeNotFound, "stream not found")
 		}
 		if v.meta.Deleted {
 			return errorf(CodeGone, "the stream was deleted")
 		}
-		expired := s.expiredAt(id, v, s.opts.Now())
-		var err error
-		if release, err = s.remove(ctx, e, v); err != nil {
+		expired, err := s.expired(ctx, id, v)
+		if err != nil {
+			return err
+		}
+		if release, _, err = s.remove(ctx, e, v); err != nil {
 			return err
 		}
 		if expired {

@@ -3,10 +3,14 @@ package streams
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
 )
 
 // CreateRequest is a PUT: a new stream, or a fork of one.
@@ -93,18 +97,24 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*CreateResult,
 			expired bool
 		)
 		err := s.locked(ctx, id, func(e *entry, v *view) error {
-			if v.exists && !v.meta.Deleted && s.expiredAt(id, v, s.opts.Now()) && attempt == 0 {
-				// Remove it, then start over on the store's state.
-				var err error
-				release, err = s.remove(ctx, e, v)
-				expired = true
-				return err
+			res, release, expired = nil, "", false
+			if v.exists && !v.meta.Deleted && attempt == 0 {
+				exp, err := s.expired(ctx, id, v)
+				if err != nil {
+					return err
+				}
+				if exp {
+					// Remove it, then start over on the store's state.
+					release, _, err = s.remove(ctx, e, v)
+					expired = true
+					return err
+				}
 			}
 			if v.exists && v.meta.Deleted {
 				return errorf(CodeConflict, "the stream was deleted but forks still read it: its path cannot be used until they are gone")
 			}
 			var err error
-			res, err = s.create(ctx, e, v, req)
+			res, release, err = s.create(ctx, e, v, req)
 			return err
 		})
 		s.release(ctx, release)
@@ -121,9 +131,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*CreateResult,
 	return res, nil
 }
 
-// create does a Create with the stream's write lock held.
-func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateRequest) (*CreateResult, error) {
-	m := meta{ContentType: req.ContentType, TTL: req.TTL, ClosedAtCreate: req.Closed}
+// create does a Create with the stream's write lock held. It returns the
+// stream to release (see Service.release) if it took a fork back.
+func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateRequest) (*CreateResult, string, error) {
+	m := meta{ContentType: req.ContentType, TTL: req.TTL, ClosedAtCreate: req.Closed, Inc: newInc()}
 	if req.ExpiresAt != nil {
 		ms := req.ExpiresAt.UnixMilli()
 		m.ExpiresAt = &ms
@@ -132,8 +143,9 @@ func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateReque
 	if req.ForkedFrom != "" {
 		var err error
 		if fork, err = s.planFork(ctx, e.id, req); err != nil {
-			return nil, err
+			return nil, "", err
 		}
+		defer fork.unlock()
 		m.ForkedFrom, m.ForkOffset, m.ForkSub = fork.source, fork.offset, req.ForkSubOffset
 		if m.ContentType == "" {
 			m.ContentType = fork.contentType
@@ -147,31 +159,25 @@ func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateReque
 	}
 
 	if v.exists {
-		if fork != nil {
-			defer fork.unlock()
-		}
 		if !sameConfig(&v.meta, &m, req.ForkOffset != "") {
-			return nil, errorf(CodeConflict, "the stream exists with another configuration")
+			return nil, "", errorf(CodeConflict, "the stream exists with another configuration")
 		}
-		s.touch(e.id, v)
-		return &CreateResult{Info: s.info(pathOf(e.id), v)}, nil
+		s.touch(e.id, v, true)
+		return &CreateResult{Info: s.info(pathOf(e.id), v)}, "", nil
 	}
 
 	jsonMode := IsJSON(m.ContentType)
 	var evs []*tether.Event
 	now := s.now()
-	if fork != nil {
-		defer fork.unlock()
-		if fork.prefix != nil {
-			evs = append(evs, fork.prefix(now, jsonMode, s.opts.ChunkBytes)...)
-		}
+	if fork != nil && fork.prefix != nil {
+		evs = append(evs, fork.prefix(now, jsonMode, s.opts.ChunkBytes)...)
 	}
 	if len(req.Body) > 0 {
 		var msgs []json.RawMessage
 		if jsonMode {
 			var err error
 			if msgs, err = parseJSONBody(req.Body, true); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
 		evs = append(evs, dataEvents(now, msgs, req.Body, jsonMode, s.opts.ChunkBytes)...)
@@ -182,31 +188,70 @@ func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateReque
 	}
 	enc, err := encodeAll(evs)
 	if err != nil {
-		return nil, &Error{Code: CodeBadRequest, Message: "the data cannot be encoded", cause: err}
+		return nil, "", &Error{Code: CodeBadRequest, Message: "the data cannot be encoded", cause: err}
 	}
 	nv := &view{exists: true, meta: m, created: now, updated: now, tail: tether.OffsetStart}
 	if fork != nil {
 		nv.chain = fork.chain
+		// The reference first: whoever counts the source's forks once the
+		// fork exists finds it.
+		if err := s.addRef(ctx, fork.source, e.id); err != nil {
+			return nil, "", err
+		}
 	}
-	b := storeBatch(e.id, s.row(e.id, nv, m, now), evs, enc)
+	b := storeBatch(e.id, s.threadRow(e.id, nv, m, now), evs, enc)
 	res, err := s.st.Commit(context.WithoutCancel(ctx), b)
 	if err != nil {
 		s.forget(e)
-		return nil, s.storeErr(err)
+		return nil, "", s.commitErr(err)
 	}
 	nv.version = res.Version
 	if n := len(res.Records); n > 0 {
 		nv.tail = res.Records[n-1].Offset
 	}
 	e.publish(nv)
-	if fork != nil {
-		s.mu.Lock()
-		s.refs[fork.source]++
-		s.mu.Unlock()
+	if fork != nil && s.opts.Shared {
+		if err := s.checkSource(ctx, fork); err != nil {
+			// Another node deleted the source before it could count this
+			// fork (see Service.remove): take the fork back.
+			if derr := s.st.DeleteThread(context.WithoutCancel(ctx), e.id); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+				s.log.Error("take back a fork of a deleted stream", "stream", e.id, "err", derr)
+			}
+			s.hub.CloseThread(e.id)
+			s.forget(e)
+			return nil, fork.source, err
+		}
 	}
-	s.touch(e.id, nv)
-	return &CreateResult{Created: true, Info: s.info(pathOf(e.id), nv)}, nil
+	s.touch(e.id, nv, false)
+	return &CreateResult{Created: true, Info: s.info(pathOf(e.id), nv)}, "", nil
 }
+
+// checkSource checks, once a fork is created, that its source is still
+// the stream it was planned on, not deleted: on a shared store another
+// node may have deleted it meanwhile.
+func (s *Service) checkSource(ctx context.Context, fork *forkPlan) error {
+	rec, err := s.row(ctx, fork.source)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return errorf(CodeNotFound, "the source stream does not exist")
+	}
+	m, err := decodeMeta(rec.Thread.Metadata)
+	if err != nil {
+		return &Error{Code: CodeUnavailable, Message: "stream metadata is unreadable", cause: err}
+	}
+	if m.Inc != fork.sourceInc || !rec.Thread.CreatedAt.Equal(fork.sourceCreated.Time) {
+		return errorf(CodeNotFound, "the source stream does not exist")
+	}
+	if m.Deleted {
+		return errorf(CodeConflict, "the source stream was deleted")
+	}
+	return nil
+}
+
+// newInc returns a new incarnation name (meta.Inc).
+func newInc() string { return fmt.Sprintf("%016x", rand.Uint64()) }
 
 // sameConfig reports whether an existing stream's configuration matches a
 // create's. A fork offset is compared only when the request named one (by

@@ -24,9 +24,29 @@
 //
 // Writes of one stream are serialized by an in-memory lock, and each
 // commit carries the version its checks saw: if another writer (another
-// node) got there first, the store refuses it and the stream is loaded
-// again. Reads go to the store directly; live reads (Follow) subscribe to
-// the stream's log in the hub, which the engine feeds with every commit.
+// node) got there first, the store refuses it, the stream is loaded again
+// and the write runs again on what the store holds (up to ten times, after
+// a random pause that doubles each time). Reads go to the store directly;
+// live reads (Follow) subscribe to the stream's log in the hub, which the
+// engine feeds with every commit (with a shared store, every node's).
+//
+// # Several nodes on one store
+//
+// With Options.Shared (NATS JetStream, where other nodes write the same
+// streams), a node never decides on what it cached: every write and every
+// read first reads the stream's row from the store (its version, its
+// configuration and state, its incarnation) and loads the stream again if
+// it changed; producers' states are cached only as long as the row is the
+// same. Every change of a row comes with an event, so the version check of
+// the commit catches every write that raced the check: appends, closes,
+// deletions (on a shared store a deletion first commits a ds.deleted
+// event, which also ends the stream's live readers on every node). A
+// stream deleted and created again at the same path is a new incarnation
+// (meta.Inc), never mistaken for the old one. Reads of streams with a TTL
+// are recorded in the store (a producer row of the stream, at most every
+// quarter of the TTL per node), and a node that would expire a stream
+// checks that record first, so that a stream read through one node does
+// not expire on another.
 //
 // # Forks
 //
@@ -36,15 +56,23 @@
 // inherited segments, then the fork's own log. Offsets keep sorting in
 // stream order because a fork's own events are always committed after
 // what it inherits. A stream deleted while forks read it is only marked
-// deleted (410) and removed with its last fork; the count of forks is
-// rebuilt from the rows at Start, so a crash never leaks one.
+// deleted (410) and removed with its last fork. Which streams fork a
+// stream is the store's to say, not a node's memory: a fork's creation
+// first appends the fork's ID to the source's log of references
+// ("dsref:"+path), then creates the fork; the forks of a stream are the
+// referenced streams that exist and fork it. On a shared store a deletion
+// marks the stream deleted before it counts forks, and a fork, once
+// created, checks that its source was not marked meanwhile (else it takes
+// itself back): so of a fork and a deletion racing on two nodes, one
+// always sees the other. Streams marked deleted whose forks are gone (a
+// crash between the two steps) are removed at Start and by the sweeper.
 //
 // # Caveats
 //
-// Reads do not write: the last access that a sliding TTL counts from is
-// kept in memory, and after a restart every stream's window starts again
-// at the later of its last write and the restart. A restart may so
-// lengthen a TTL, never shorten one.
+// Reads do not write (on a shared store, see above): the last access that
+// a sliding TTL counts from is kept in memory, and after a restart every
+// stream's window starts again at the later of its last write and the
+// restart. A restart may so lengthen a TTL, never shorten one.
 //
 // Offsets are positions between whole events: a read returns whole
 // appends (or whole chunks of a large one), and an offset that is not a
@@ -55,4 +83,13 @@
 // Expired streams are refused from the moment they expire and removed by
 // the sweeper (every Options.SweepInterval), which scans every stream's
 // row.
+//
+// On a shared store, each read and write costs one more read of the store
+// (the row). A TTL counted from another node's reads may be up to a
+// quarter longer than asked (that node records reads only that often). A
+// write checked against the store, then overtaken, before its commit, by
+// the deletion of the stream, its creation again and as many appends to
+// the new stream as the old one had, would be committed to the new one
+// with the old one's configuration; that takes several requests completing
+// within one read of the store.
 package streams

@@ -18,6 +18,15 @@ const (
 	// of the stream (the tail of a closed stream), so that readers
 	// following the log see the close in order, right after the last data.
 	EventClose = "ds.close"
+	// EventDeleted marks a stream deleted: it is the last event of a
+	// stream that forks still read (which answers gone), and on a shared
+	// store it precedes every deletion, so that live readers on every node
+	// end and writes racing the deletion fail. It carries no data, and
+	// nothing reads past it.
+	EventDeleted = "ds.deleted"
+	// EventRef, in a stream's log of fork references, records a fork about
+	// to be created; its data is the fork's thread ID.
+	EventRef = "ds.ref"
 )
 
 // record is the part of a stored event that reads need.

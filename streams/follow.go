@@ -11,10 +11,11 @@ import (
 // Follower delivers what is appended to a stream after a position, as it
 // is committed. Create one with Follow; Close it when done.
 type Follower struct {
-	s   *Service
-	src *source
-	sub *hub.Subscriber
-	pos position // last position delivered (in the stream's own log, or before it)
+	s       *Service
+	src     *source
+	sub     *hub.Subscriber
+	pos     position // last position delivered (in the stream's own log, or before it)
+	deleted bool     // the stream's deletion was seen: nothing follows
 }
 
 // Batch is what a Follower delivers at once.
@@ -37,7 +38,7 @@ func (s *Service) Follow(ctx context.Context, path, after string) (*Follower, er
 		return nil, err
 	}
 	if src.v != nil {
-		s.touch(src.id, src.v)
+		s.touch(src.id, src.v, true)
 	}
 	p := src.tail
 	if after != OffsetNow {
@@ -73,6 +74,9 @@ func (f *Follower) TryNext(ctx context.Context) (*Batch, error) {
 
 func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 	for {
+		if f.deleted {
+			return nil, errorf(CodeNotFound, "the stream was deleted")
+		}
 		var (
 			recs []*tether.Record
 			err  error
@@ -100,6 +104,12 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 		}
 		b := &Batch{}
 		for _, r := range recs {
+			if r.Type == EventDeleted && f.src.v != nil {
+				// Deleted (maybe on another node): what came before it is
+				// delivered, then the follower ends.
+				f.deleted = true
+				break
+			}
 			items, err := f.src.items(r)
 			if err != nil {
 				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
@@ -110,9 +120,12 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 				b.Closed = true
 			}
 		}
+		if f.deleted && len(b.Items) == 0 && !b.Closed {
+			continue
+		}
 		b.Next = wire(f.pos)
 		if f.src.v != nil {
-			f.s.touch(f.src.id, f.src.v)
+			f.s.touch(f.src.id, f.src.v, true)
 		}
 		return b, nil
 	}

@@ -13,12 +13,15 @@ import (
 // holds (so the source cannot be removed before the fork takes its
 // reference) until unlock.
 type forkPlan struct {
-	source      string
-	offset      tether.Offset // "" for the start
-	chain       []segment
-	contentType string
-	ttl         *int64
-	expiresAt   *int64
+	source string
+	offset tether.Offset // "" for the start
+	// sourceInc and sourceCreated name the source's incarnation.
+	sourceInc     string
+	sourceCreated tether.Time
+	chain         []segment
+	contentType   string
+	ttl           *int64
+	expiresAt     *int64
 	// prefix, if set, makes the events of the sub-offset part: the first
 	// bytes or messages of the append after offset.
 	prefix func(now tether.Time, jsonMode bool, chunk int) []*tether.Event
@@ -58,24 +61,14 @@ func (s *Service) planFork(ctx context.Context, target string, req CreateRequest
 	if sid == target {
 		return nil, errorf(CodeBadRequest, "a stream cannot be forked into itself")
 	}
-	for {
-		e := s.entry(sid)
-		e.wmu.Lock()
-		e.mu.Lock()
-		gone := e.gone
-		e.mu.Unlock()
-		if gone {
-			e.wmu.Unlock()
-			continue
-		}
-		p, err := s.planForkLocked(ctx, e, req)
-		if err != nil {
-			e.wmu.Unlock()
-			return nil, err
-		}
-		p.unlock = e.wmu.Unlock
-		return p, nil
+	e := s.lockEntry(sid)
+	p, err := s.planForkLocked(ctx, e, req)
+	if err != nil {
+		e.wmu.Unlock()
+		return nil, err
 	}
+	p.unlock = e.wmu.Unlock
+	return p, nil
 }
 
 func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateRequest) (*forkPlan, error) {
@@ -89,7 +82,11 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	if v.meta.Deleted {
 		return nil, errorf(CodeConflict, "the source stream was deleted")
 	}
-	if s.expiredAt(e.id, v, s.opts.Now()) {
+	expired, err := s.expired(ctx, e.id, v)
+	if err != nil {
+		return nil, err
+	}
+	if expired {
 		// Expiring it here would need its parent's lock too; let the
 		// sweeper or its next reader do it.
 		return nil, errorf(CodeNotFound, "the source stream does not exist")
@@ -97,7 +94,8 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	if req.ContentType != "" && !sameMediaType(req.ContentType, v.meta.ContentType) {
 		return nil, errorf(CodeConflict, "the content type differs from the source's")
 	}
-	p := &forkPlan{source: e.id, contentType: v.meta.ContentType, ttl: v.meta.TTL, expiresAt: v.meta.ExpiresAt}
+	p := &forkPlan{source: e.id, sourceInc: v.meta.Inc, sourceCreated: v.created,
+		contentType: v.meta.ContentType, ttl: v.meta.TTL, expiresAt: v.meta.ExpiresAt}
 	segs := v.segments(e.id)
 	at := v.tailPos()
 	if req.ForkOffset != "" {

@@ -37,6 +37,10 @@ type meta struct {
 	// Deleted marks a stream deleted while forks still read its log: it
 	// answers 410 until the last fork is gone, then it is removed.
 	Deleted bool `json:"deleted,omitempty"`
+	// Inc names this incarnation of the path (random, made at creation),
+	// so that a node can tell a stream from one deleted and created again
+	// at the same path.
+	Inc string `json:"inc,omitempty"`
 }
 
 func decodeMeta(raw json.RawMessage) (meta, error) {

@@ -128,22 +128,35 @@ func (s *Service) open(ctx context.Context, path string) (*source, error) {
 		return nil, errorf(CodeNotFound, "stream not found")
 	}
 	id := threadID(path)
-	v, err := s.snapshot(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !v.exists {
-		return nil, errorf(CodeNotFound, "stream not found")
-	}
-	if v.meta.Deleted {
-		return nil, errorf(CodeGone, "the stream was deleted")
-	}
-	if s.expiredAt(id, v, s.opts.Now()) {
-		s.expire(ctx, id)
-		if s.refCount(id) > 0 {
-			return nil, errorf(CodeGone, "the stream expired")
+	var v *view
+	for attempt := 0; ; attempt++ {
+		var err error
+		if v, err = s.snapshot(ctx, id); err != nil {
+			return nil, err
 		}
-		return nil, errorf(CodeNotFound, "stream not found")
+		if !v.exists {
+			return nil, errorf(CodeNotFound, "stream not found")
+		}
+		if v.meta.Deleted {
+			return nil, errorf(CodeGone, "the stream was deleted")
+		}
+		expired, err := s.expired(ctx, id, v)
+		if err != nil {
+			return nil, err
+		}
+		if !expired {
+			break
+		}
+		alive, kept, err := s.expire(ctx, id)
+		switch {
+		case err != nil:
+			return nil, err
+		case kept:
+			return nil, errorf(CodeGone, "the stream expired")
+		case !alive || attempt > 0:
+			return nil, errorf(CodeNotFound, "stream not found")
+		}
+		// Read since, by another node: look again.
 	}
 	return &source{id: id, path: path, jsonMode: IsJSON(v.meta.ContentType), segs: v.segments(id),
 		tail: v.tailPos(), closed: v.meta.Closed, v: v, info: s.info(path, v)}, nil
@@ -215,7 +228,7 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 		return nil, err
 	}
 	if src.v != nil {
-		s.touch(src.id, src.v)
+		s.touch(src.id, src.v, true)
 	}
 	res := &ReadResult{Info: src.info, JSON: src.jsonMode}
 	if offset == OffsetNow {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 // Namespace is the store namespace of streams: a stream at path p is the
 // log "ds:"+p (store.ThreadQuery.Namespace).
 const Namespace = "ds"
+
+// RefsNamespace is the store namespace of the logs of fork references: the
+// forks of the stream at path p are recorded in the log "dsref:"+p.
+const RefsNamespace = "dsref"
 
 // Options configure a Service. The zero value is ready to use.
 type Options struct {
@@ -39,6 +44,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Shared says other nodes (other Services) use the same store, as
+	// with NATS JetStream: what this node has cached of a stream may be
+	// stale. Every read and write then checks the stream's row in the
+	// store first (one more read of the store each), and reads of streams
+	// with a TTL are recorded in the store now and then (see Service.touch)
+	// so that no node expires a stream that another one reads.
+	Shared bool
 }
 
 func (o *Options) setDefaults() {
@@ -71,10 +83,15 @@ type Service struct {
 	log     *slog.Logger
 	started time.Time
 
-	mu      sync.Mutex
-	entries map[string]*entry    // by thread ID
-	refs    map[string]int       // thread ID → forks that read its log
-	access  map[string]time.Time // thread ID → last read or write, for streams with a TTL
+	// tag tells this Service's records of reads (Options.Shared) from
+	// other nodes'.
+	tag int64
+
+	mu        sync.Mutex
+	entries   map[string]*entry    // by thread ID
+	access    map[string]time.Time // thread ID → last read or write, for streams with a TTL
+	persisted map[string]time.Time // thread ID → last read recorded in the store (Options.Shared)
+	closed    bool                 // no more background work
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -87,45 +104,33 @@ type Service struct {
 func New(st store.Store, h *hub.Hub, opts Options) *Service {
 	opts.setDefaults()
 	return &Service{
-		st: st, hub: h, opts: opts, log: opts.Logger, started: opts.Now(),
-		entries: make(map[string]*entry), refs: make(map[string]int), access: make(map[string]time.Time),
+		st: st, hub: h, opts: opts, log: opts.Logger, started: opts.Now(), tag: rand.Int64(),
+		entries: make(map[string]*entry), access: make(map[string]time.Time), persisted: make(map[string]time.Time),
 		closing: make(chan struct{}),
 	}
 }
 
-// Start counts the forks of every stream (a stream deleted while forks
-// read it is kept until they are gone), removes what a crash left behind,
-// and starts the sweeper of expired streams.
+// Start removes what a crash left behind (streams marked deleted whose
+// last fork is gone, expired streams), and starts the sweeper of expired
+// streams.
 func (s *Service) Start(ctx context.Context) error {
-	refs := make(map[string]int)
-	var orphans []string
-	err := s.scan(ctx, func(id string, m meta) {
-		if m.ForkedFrom != "" {
-			refs[m.ForkedFrom]++
-		}
-		if m.Deleted {
-			orphans = append(orphans, id)
-		}
-	})
-	if err != nil {
+	if err := s.sweep(ctx); err != nil {
 		return err
-	}
-	s.mu.Lock()
-	s.refs = refs
-	s.mu.Unlock()
-	for _, id := range orphans {
-		if s.refCount(id) == 0 {
-			s.expire(ctx, id)
-		}
 	}
 	s.bg.Add(1)
 	go s.sweepLoop()
 	return nil
 }
 
-// Close stops the sweeper. It does not close the store or the hub.
+// Close stops the sweeper and waits for the records of reads in flight. It
+// does not close the store or the hub.
 func (s *Service) Close() error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.closing)
+	})
 	s.bg.Wait()
 	return nil
 }
@@ -167,49 +172,79 @@ func (s *Service) sweepLoop() {
 	}
 }
 
-// Sweep removes the streams that have expired. The sweeper calls it every
-// SweepInterval; an expired stream is refused before that anyway.
+// Sweep removes the streams that have expired, and those marked deleted
+// whose last fork is gone. The sweeper calls it every SweepInterval; an
+// expired stream is refused before that anyway.
 func (s *Service) Sweep(ctx context.Context) {
+	if err := s.sweep(ctx); err != nil {
+		s.log.Warn("sweep streams", "err", err)
+	}
+}
+
+func (s *Service) sweep(ctx context.Context) error {
 	now := s.opts.Now()
 	var due []string
+	seen := make(map[string]bool)
 	err := s.scan(ctx, func(id string, m meta) {
+		seen[id] = true
 		v := &view{exists: true, meta: m}
 		if m.Deleted || s.expiredAt(id, v, now) {
 			due = append(due, id)
 		}
 	})
 	if err != nil {
-		s.log.Warn("sweep streams", "err", err)
-		return
+		return err
 	}
+	// Forget the accesses of streams removed elsewhere (by another node);
+	// a stream created since the scan began was accessed since.
+	s.mu.Lock()
+	for id, t := range s.access {
+		if !seen[id] && t.Before(now) {
+			delete(s.access, id)
+			delete(s.persisted, id)
+		}
+	}
+	s.mu.Unlock()
 	for _, id := range due {
-		s.expire(ctx, id)
+		if _, _, err := s.expire(ctx, id); err != nil {
+			s.log.Warn("expire stream", "stream", id, "err", err)
+		}
 	}
+	return nil
 }
 
 // expire removes (or marks deleted, if forks read it) a stream that has
-// expired.
-func (s *Service) expire(ctx context.Context, id string) {
+// expired, and removes one marked deleted whose forks are gone. It
+// reports whether the stream is still there and alive (it had not expired
+// after all: another node read it), or kept, marked deleted.
+func (s *Service) expire(ctx context.Context, id string) (alive, kept bool, err error) {
 	var release string
-	err := s.locked(ctx, id, func(e *entry, v *view) error {
+	err = s.locked(ctx, id, func(e *entry, v *view) error {
+		release, alive, kept = "", false, false
 		if !v.exists {
 			return nil
 		}
-		if !v.meta.Deleted && !s.expiredAt(id, v, s.opts.Now()) {
-			return nil
+		if !v.meta.Deleted {
+			expired, err := s.expired(ctx, id, v)
+			if err != nil {
+				return err
+			}
+			if !expired {
+				alive = true
+				return nil
+			}
 		}
 		var err error
-		release, err = s.remove(ctx, e, v)
+		release, kept, err = s.remove(ctx, e, v)
 		return err
 	})
-	if err != nil {
-		s.log.Warn("expire stream", "stream", id, "err", err)
-	}
 	s.release(ctx, release)
+	return alive, kept, err
 }
 
-// expiredAt reports whether a stream has expired at now: its Expires-At
-// has passed, or its TTL has run out since its last read or write.
+// expiredAt reports whether a stream has expired at now as far as this
+// node knows: its Expires-At has passed, or its TTL has run out since its
+// last read or write.
 func (s *Service) expiredAt(id string, v *view, now time.Time) bool {
 	if exp, ok := v.meta.expiresAt(); ok && !now.Before(exp) {
 		return true
@@ -217,11 +252,44 @@ func (s *Service) expiredAt(id string, v *view, now time.Time) bool {
 	if v.meta.TTL == nil {
 		return false
 	}
-	return !now.Before(s.lastAccess(id, v).Add(time.Duration(*v.meta.TTL) * time.Second))
+	return !now.Before(s.lastAccess(id, v).Add(ttlOf(v)))
 }
 
-// lastAccess returns when a stream was last read or written. Reads are
-// tracked in memory only (a read never writes to the store): after a
+// expired reports whether a stream has expired. On a shared store, a
+// stream whose TTL has run out as far as this node knows is checked
+// against the last read that the nodes recorded in the store (see touch).
+func (s *Service) expired(ctx context.Context, id string, v *view) (bool, error) {
+	now := s.opts.Now()
+	if !s.expiredAt(id, v, now) {
+		return false, nil
+	}
+	if exp, ok := v.meta.expiresAt(); ok && !now.Before(exp) {
+		return true, nil
+	}
+	if !s.opts.Shared {
+		return true, nil
+	}
+	p, err := s.st.Producer(ctx, id, accessKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, s.storeErr(err)
+	}
+	last := time.UnixMilli(p.Seq)
+	if p.Epoch != s.tag {
+		// Another node records a read only once per interval: its last
+		// read may be up to an interval later.
+		last = last.Add(recordEvery(ttlOf(v)))
+	}
+	return !now.Before(last.Add(ttlOf(v))), nil
+}
+
+func ttlOf(v *view) time.Duration { return time.Duration(*v.meta.TTL) * time.Second }
+
+// lastAccess returns when a stream was last read or written, as far as
+// this node knows: reads are tracked in memory (and, on a shared store,
+// recorded in the store now and then: see touch and expired). After a
 // restart a stream's window starts again at the later of its last write
 // and the start of this process, so a restart may lengthen a TTL but never
 // shortens one.
@@ -229,56 +297,86 @@ func (s *Service) lastAccess(id string, v *view) time.Time {
 	s.mu.Lock()
 	t, ok := s.access[id]
 	s.mu.Unlock()
-	if ok {
-		return t
+	if !ok {
+		t = s.started
 	}
-	if u := v.updated.Time; u.After(s.started) {
-		return u
+	if u := v.updated.Time; u.After(t) {
+		return u // written since (by another node, on a shared store)
 	}
-	return s.started
+	return t
 }
 
-// touch records a read or write of a stream with a TTL.
-func (s *Service) touch(id string, v *view) {
+// accessKey is the producer row (of the stream's log) where the nodes
+// sharing a store record a stream's last read: Seq is its time in Unix
+// milliseconds, Epoch the tag of the node. Clients' producer IDs cannot
+// have control characters, so cannot take it.
+const accessKey = "\x1fread"
+
+// recordEvery is how often a node records reads of a stream with the
+// given TTL in the store (Options.Shared): a quarter of the TTL. Another
+// node so knows of every read up to that much late, and counts the TTL
+// from the recorded read plus that much.
+func recordEvery(ttl time.Duration) time.Duration { return max(ttl/4, 10*time.Millisecond) }
+
+// touch records an access of a stream with a TTL: a write (the store has
+// it in the row) or a read.
+func (s *Service) touch(id string, v *view, read bool) {
 	if v.meta.TTL == nil {
 		return
 	}
 	now := s.opts.Now()
+	record := false
 	s.mu.Lock()
 	if now.After(s.access[id]) {
 		s.access[id] = now
 	}
+	if read && s.opts.Shared && !s.closed && now.Sub(s.persisted[id]) >= recordEvery(ttlOf(v)) {
+		s.persisted[id] = now
+		record = true
+		s.bg.Add(1)
+	}
 	s.mu.Unlock()
+	if record {
+		go s.recordRead(id, now)
+	}
 }
 
-func (s *Service) refCount(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refs[id]
-}
-
-// release drops one fork's reference on the stream id (if not empty) and
-// removes that stream if it was deleted and this was its last fork, and so
-// on up the chain.
-func (s *Service) release(ctx context.Context, id string) {
-	for id != "" {
-		s.mu.Lock()
-		s.refs[id]--
-		n := s.refs[id]
-		if n <= 0 {
-			delete(s.refs, id)
-		}
-		s.mu.Unlock()
-		if n > 0 {
+// recordRead records in the store that this node read a stream at, for
+// the other nodes sharing the store (see expired). It is a batch of the
+// stream without events, which does not touch the stream's row.
+func (s *Service) recordRead(id string, at time.Time) {
+	defer s.bg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for attempt := 1; attempt <= 3; attempt++ {
+		rec, err := s.st.Thread(ctx, id)
+		if err != nil {
 			return
 		}
+		_, err = s.st.Commit(ctx, &store.Batch{ThreadID: id, Version: rec.Version,
+			Producers: []store.Producer{{Key: accessKey, Epoch: s.tag, Seq: at.UnixMilli()}}})
+		if !errors.Is(err, store.ErrConflict) {
+			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
+				s.log.Warn("record a read of a stream", "stream", id, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// release looks at the stream id (if not empty) after one of its forks was
+// removed: if it was deleted while forks read it and none does any more,
+// it is removed, and so on up the chain.
+func (s *Service) release(ctx context.Context, id string) {
+	for id != "" {
 		next := ""
 		err := s.locked(ctx, id, func(e *entry, v *view) error {
-			if !v.exists || !v.meta.Deleted || s.refCount(id) > 0 {
+			next = ""
+			if !v.exists || !v.meta.Deleted {
 				return nil
 			}
 			var err error
-			next, err = s.remove(ctx, e, v)
+			next, _, err = s.remove(ctx, e, v)
 			return err
 		})
 		if err != nil {

@@ -1,10 +1,15 @@
 package streams
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -129,31 +134,84 @@ func (e *entry) publish(v *view) {
 	e.mu.Unlock()
 }
 
-// locked runs fn with the stream's write lock held and its view loaded.
-func (s *Service) locked(ctx context.Context, id string, fn func(e *entry, v *view) error) error {
+// lockEntry returns the entry of a stream with its write lock held.
+func (s *Service) lockEntry(id string) *entry {
 	for {
 		e := s.entry(id)
 		e.wmu.Lock()
 		e.mu.Lock()
 		gone := e.gone
 		e.mu.Unlock()
-		if gone {
-			e.wmu.Unlock()
-			continue
+		if !gone {
+			return e
 		}
-		v, err := s.ensure(ctx, e)
-		if err != nil {
-			e.wmu.Unlock()
-			return err
-		}
-		err = fn(e, v)
 		e.wmu.Unlock()
-		return err
 	}
 }
 
-// snapshot returns the current view of a stream, loading it if needed.
+// maxAttempts bounds how often a write runs again because another node
+// changed the stream between its checks and its commit.
+const maxAttempts = 10
+
+// errStale marks a commit that the store refused because the stream is no
+// longer what the write's checks saw (another node wrote, deleted or
+// created it): the write runs again on the store's state.
+var errStale = errors.New("streams: the stream changed in the store")
+
+// locked runs fn with the stream's write lock held and its view loaded (on
+// a shared store, checked against the store first). If fn fails with
+// errStale, it runs again on a view loaded again, after a random pause,
+// up to maxAttempts times.
+func (s *Service) locked(ctx context.Context, id string, fn func(e *entry, v *view) error) error {
+	for attempt := 1; ; attempt++ {
+		e := s.lockEntry(id)
+		v, err := s.ensure(ctx, e)
+		if err == nil {
+			err = fn(e, v)
+		}
+		e.wmu.Unlock()
+		if !errors.Is(err, errStale) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return &Error{Code: CodeUnavailable, Message: "the stream keeps changing concurrently; retry", cause: err}
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits a random time before attempt+1 of a write that collided
+// with another node's, up to a bound that doubles with every attempt (1ms,
+// 2ms, … 64ms), so that the writers do not collide again.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond << min(attempt-1, 6))))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// snapshot returns the current view of a stream, for a read. On a shared
+// store it is the store's (another node may have changed the stream); else
+// the cached one, loaded if needed.
 func (s *Service) snapshot(ctx context.Context, id string) (*view, error) {
+	if s.opts.Shared {
+		var old *view
+		if e := s.peek(id); e != nil {
+			old = e.view()
+		}
+		rec, err := s.row(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return s.viewOf(ctx, id, rec, old)
+	}
 	e := s.entry(id)
 	if v := e.view(); v != nil {
 		return v, nil
@@ -163,28 +221,64 @@ func (s *Service) snapshot(ctx context.Context, id string) (*view, error) {
 	return out, err
 }
 
-// ensure loads e's view if needed. e.wmu is held.
+// peek returns the entry of a stream if there is one.
+func (s *Service) peek(id string) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries[id]
+}
+
+// ensure returns e's view, loading it if needed; on a shared store it
+// checks it against the store's row first, and loads it again if another
+// node changed the stream. e.wmu is held.
 func (s *Service) ensure(ctx context.Context, e *entry) (*view, error) {
-	if v := e.view(); v != nil {
-		return v, nil
+	old := e.view()
+	if old != nil && !s.opts.Shared {
+		return old, nil
 	}
-	v, err := s.load(ctx, e.id)
+	rec, err := s.row(ctx, e.id)
 	if err != nil {
 		return nil, err
 	}
+	v, err := s.viewOf(ctx, e.id, rec, old)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil && old.same(v) {
+		return old, nil
+	}
+	// Producers' states change only with events, so they are as cached
+	// while the view is the same.
 	e.producers = make(map[string]*store.Producer)
 	e.publish(v)
 	return v, nil
 }
 
-// load reads a stream's row and works out its chain.
-func (s *Service) load(ctx context.Context, id string) (*view, error) {
+// same reports whether two views describe the same state of a stream: the
+// same incarnation, events and configuration. Every change of a stream's
+// row comes with events, so this is cheap to be sure of.
+func (v *view) same(o *view) bool {
+	return v.exists == o.exists && v.version == o.version && v.tail == o.tail &&
+		v.created.Equal(o.created.Time) && bytes.Equal(v.meta.encode(), o.meta.encode())
+}
+
+// row reads a stream's row; nil if it does not exist.
+func (s *Service) row(ctx context.Context, id string) (*store.ThreadRecord, error) {
 	rec, err := s.st.Thread(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return &view{tail: tether.OffsetStart}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, s.storeErr(err)
+	}
+	return rec, nil
+}
+
+// viewOf returns the view of a stream's row rec (nil: it does not exist),
+// taking the chain of old, an earlier view, if it is of the same fork.
+func (s *Service) viewOf(ctx context.Context, id string, rec *store.ThreadRecord, old *view) (*view, error) {
+	if rec == nil {
+		return &view{tail: tether.OffsetStart}, nil
 	}
 	m, err := decodeMeta(rec.Thread.Metadata)
 	if err != nil {
@@ -196,8 +290,10 @@ func (s *Service) load(ctx context.Context, id string) (*view, error) {
 		v.tail = tether.OffsetStart
 	}
 	if m.ForkedFrom != "" {
-		v.chain, err = s.chainOf(ctx, m.ForkedFrom, forkPos(m.ForkOffset), 0)
-		if err != nil {
+		if old != nil && old.exists && old.created.Equal(v.created.Time) && old.meta.Inc == m.Inc &&
+			old.meta.ForkedFrom == m.ForkedFrom && old.meta.ForkOffset == m.ForkOffset {
+			v.chain = old.chain // a fork's chain never changes
+		} else if v.chain, err = s.chainOf(ctx, m.ForkedFrom, forkPos(m.ForkOffset), 0); err != nil {
 			return nil, err
 		}
 	}
@@ -251,8 +347,8 @@ func cut(chain []segment, upto position) []segment {
 	return out
 }
 
-// row returns the thread row that stores v's metadata m.
-func (s *Service) row(id string, v *view, m meta, now tether.Time) *tether.Thread {
+// threadRow returns the thread row that stores v's metadata m.
+func (s *Service) threadRow(id string, v *view, m meta, now tether.Time) *tether.Thread {
 	return &tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: m.encode(), CreatedAt: v.created, UpdatedAt: now}
 }
 
@@ -265,17 +361,14 @@ func (s *Service) commit(ctx context.Context, e *entry, v *view, m meta, evs []*
 	}
 	now := s.now()
 	b := &store.Batch{ThreadID: e.id, Version: v.version, Events: evs, Encoded: enc,
-		Thread: s.row(e.id, v, m, now), Producers: producers}
+		Thread: s.threadRow(e.id, v, m, now), Producers: producers}
 	// The commit must not be abandoned half way because the client left:
 	// its outcome is what the stream's state is built on.
 	res, err := s.st.Commit(context.WithoutCancel(ctx), b)
 	if err != nil {
 		// Whatever happened, what is in memory may be stale: load again.
 		s.forget(e)
-		if errors.Is(err, store.ErrConflict) {
-			return nil, nil, &Error{Code: CodeUnavailable, Message: "the stream was changed concurrently; retry", cause: err}
-		}
-		return nil, nil, s.storeErr(err)
+		return nil, nil, s.commitErr(err)
 	}
 	nv := v.with()
 	nv.meta = m
@@ -292,31 +385,163 @@ func (s *Service) commit(ctx context.Context, e *entry, v *view, m meta, evs []*
 	return nv, res, nil
 }
 
+// commitErr turns an error of a stream's commit into errStale if another
+// writer (another node) changed the stream first: it was written (its
+// version moved on), deleted, or created.
+func (s *Service) commitErr(err error) error {
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("%w: %w", errStale, err)
+	}
+	return s.storeErr(err)
+}
+
 // remove deletes a stream whose write lock is held. If forks read its log
-// it is only marked deleted. It returns the stream whose reference must
-// then be released (the parent of a removed fork), to do after unlocking.
-func (s *Service) remove(ctx context.Context, e *entry, v *view) (release string, err error) {
-	if s.refCount(e.id) > 0 {
+// it is only marked deleted (kept). It returns the stream whose forks must
+// then be counted again (the parent of a removed fork; see release), to do
+// after unlocking.
+//
+// On a shared store the stream is marked deleted first, then its forks are
+// counted: a fork being created on another node either is counted, or sees
+// the mark once it is committed (and takes itself back: see create). The
+// mark is an event, so that writes racing it on other nodes fail their
+// version, and their live readers see it and end.
+func (s *Service) remove(ctx context.Context, e *entry, v *view) (release string, kept bool, err error) {
+	if s.opts.Shared && !v.meta.Deleted {
+		if v, err = s.markDeleted(ctx, e, v); err != nil {
+			return "", false, err
+		}
+	}
+	n, refs, err := s.forks(ctx, e.id)
+	if err != nil {
+		return "", false, err
+	}
+	if n > 0 {
 		if !v.meta.Deleted {
-			m := v.meta
-			m.Deleted = true
-			if _, _, err := s.commit(ctx, e, v, m, nil, nil); err != nil {
-				return "", err
+			if _, err := s.markDeleted(ctx, e, v); err != nil {
+				return "", false, err
 			}
 		}
 		s.hub.CloseThread(e.id)
-		return "", nil
+		return "", true, nil
 	}
 	if err := s.st.DeleteThread(context.WithoutCancel(ctx), e.id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.forget(e)
-		return "", s.storeErr(err)
+		return "", false, s.storeErr(err)
+	}
+	// Its fork references go with it (stale ones are ignored anyway).
+	if refs {
+		if err := s.st.DeleteThread(context.WithoutCancel(ctx), refsID(e.id)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("delete the fork references of a deleted stream", "stream", e.id, "err", err)
+		}
 	}
 	s.hub.CloseThread(e.id)
 	s.forget(e)
 	s.mu.Lock()
 	delete(s.access, e.id)
+	delete(s.persisted, e.id)
 	s.mu.Unlock()
-	return v.meta.ForkedFrom, nil
+	return v.meta.ForkedFrom, false, nil
+}
+
+// markDeleted commits a stream's mark of deletion: Deleted in its
+// metadata, and an event that ends its followers.
+func (s *Service) markDeleted(ctx context.Context, e *entry, v *view) (*view, error) {
+	m := v.meta
+	m.Deleted = true
+	nv, _, err := s.commit(ctx, e, v, m, []*tether.Event{{Type: EventDeleted, TS: s.now()}}, nil)
+	return nv, err
+}
+
+// Fork references. A fork's creation first appends its thread ID to the
+// source's log of references ("dsref:"+path, RefsNamespace), then creates
+// the fork. The forks of a source are the references whose stream exists
+// and forks it: a reference left by a fork that was deleted, or never
+// created, does not count. So whether a stream may be removed is the
+// store's to say, whichever node created its forks, across restarts.
+
+// refsID returns the log of the fork references of the stream id.
+func refsID(id string) string { return RefsNamespace + ":" + pathOf(id) }
+
+// addRef records that fork is about to be created as a fork of source.
+func (s *Service) addRef(ctx context.Context, source, fork string) error {
+	id := refsID(source)
+	data, _ := json.Marshal(fork) // a string
+	for attempt := 1; ; attempt++ {
+		now := s.now()
+		ev := &tether.Event{Type: EventRef, TS: now, Data: data}
+		enc, err := ev.Encode()
+		if err != nil {
+			return err
+		}
+		b := &store.Batch{ThreadID: id, Events: []*tether.Event{ev}, Encoded: [][]byte{enc}}
+		rec, err := s.row(ctx, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			b.Create = true
+			b.Thread = &tether.Thread{ID: id, Status: tether.ThreadIdle, CreatedAt: now, UpdatedAt: now}
+		} else {
+			b.Version = rec.Version
+		}
+		_, err = s.st.Commit(context.WithoutCancel(ctx), b)
+		if err == nil {
+			return nil
+		}
+		if err = s.commitErr(err); !errors.Is(err, errStale) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return &Error{Code: CodeUnavailable, Message: "the source stream keeps changing concurrently; retry", cause: err}
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// forks returns how many streams fork the stream id (its own incarnation:
+// a path cannot be created again while forks read it), and whether it
+// has a log of fork references.
+func (s *Service) forks(ctx context.Context, id string) (n int, hasLog bool, err error) {
+	refs := make(map[string]bool)
+	after := tether.OffsetStart
+	for {
+		recs, err := s.st.ReadEvents(ctx, refsID(id), after, 1000)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, false, s.storeErr(err)
+		}
+		hasLog = true
+		for _, r := range recs {
+			var rec record
+			var fork string
+			if err := json.Unmarshal(r.Data, &rec); err != nil || json.Unmarshal(rec.Data, &fork) != nil {
+				return 0, true, &Error{Code: CodeUnavailable, Message: "a fork reference is unreadable", cause: err}
+			}
+			refs[fork] = true
+		}
+		if len(recs) < 1000 {
+			break
+		}
+		after = recs[len(recs)-1].Offset
+	}
+	for fork := range refs {
+		rec, err := s.row(ctx, fork)
+		if err != nil {
+			return 0, true, err
+		}
+		if rec == nil {
+			continue
+		}
+		m, err := decodeMeta(rec.Thread.Metadata)
+		if err != nil || m.ForkedFrom == id {
+			n++ // unreadable: assume it does
+		}
+	}
+	return n, hasLog, nil
 }
 
 // producer returns the state of a producer of a stream whose write lock is

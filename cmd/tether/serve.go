@@ -146,7 +146,10 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		return err
 	}
 	var wk *wake.Manager
-	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, OnAppend: func(path string) { wk.Notify(path) }})
+	// On NATS other nodes may share the store: streams check what they
+	// cached against it.
+	_, shared := st.(*natsstore.Store)
+	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, Shared: shared, OnAppend: func(path string) { wk.Notify(path) }})
 	wk = wake.New(ds, st, wake.Options{SigningKey: signing, Logger: log})
 	if err := ds.Start(ctx); err != nil {
 		return fmt.Errorf("start streams: %w", err)
