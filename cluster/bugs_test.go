@@ -139,7 +139,6 @@ func TestRecreatedThreadOnOtherNodes(t *testing.T) {
 // load balancer keeps its connection there); a client creates a run of
 // its agent through another node.
 func TestWorkerAgentOnEveryNode(t *testing.T) {
-	knownBug(t, "the agent names workers asked for are kept per node (engine.sawAgents): another node answers 400 unknown agent")
 	js := startJetStream(t)
 	nodes := startNodes(t, js, 2, nodeOptions{})
 	a, b := nodes[0], nodes[1]

@@ -58,7 +58,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 	if req.WorkerID == "" || len(req.WorkerID) > 255 {
 		return nil, tether.Errorf(tether.CodeBadRequest, "worker_id must be 1 to 255 bytes")
 	}
-	e.sawAgents(req.Agents)
+	for _, a := range req.Agents {
+		if a == "" || len(a) > 255 {
+			return nil, tether.Errorf(tether.CodeBadRequest, "agent names must be 1 to 255 bytes")
+		}
+	}
+	e.sawAgents(ctx, req.Agents)
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
 	for {

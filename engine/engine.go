@@ -102,6 +102,7 @@ type Engine struct {
 
 	agentsMu sync.Mutex
 	seen     map[string]time.Time // agent name → when a worker last asked for it
+	shared   map[string]time.Time // agent name → when this node last told the store's directory
 
 	started  atomic.Bool
 	closing  chan struct{}
@@ -122,6 +123,7 @@ func New(st store.Store, opts Options) *Engine {
 		runs:    make(map[string]string),
 		queue:   newRunQueue(),
 		seen:    make(map[string]time.Time),
+		shared:  make(map[string]time.Time),
 		closing: make(chan struct{}),
 	}
 	e.hub = hub.New(st.ReadEvents, opts.Hub)
@@ -182,26 +184,73 @@ func (e *Engine) now() tether.Time { return tether.At(e.opts.Now()) }
 const seenWindow = 10 * time.Minute
 
 // KnownAgent reports whether runs may be created for an agent: it is
-// accepted by Options.AcceptAgent, or a worker asked for it recently.
-func (e *Engine) KnownAgent(name string) bool {
+// accepted by Options.AcceptAgent, or a worker asked for it recently, on
+// this node or, on a store shared by several nodes, on any node.
+func (e *Engine) KnownAgent(ctx context.Context, name string) bool {
 	if name == "" {
 		return false
 	}
 	if e.opts.AcceptAgent(name) {
 		return true
 	}
-	e.agentsMu.Lock()
-	defer e.agentsMu.Unlock()
-	at, ok := e.seen[name]
-	return ok && e.opts.Now().Sub(at) < seenWindow
-}
-
-func (e *Engine) sawAgents(names []string) {
 	now := e.opts.Now()
 	e.agentsMu.Lock()
-	defer e.agentsMu.Unlock()
+	at, ok := e.seen[name]
+	e.agentsMu.Unlock()
+	if ok && now.Sub(at) < seenWindow {
+		return true
+	}
+	dir, ok := e.st.(store.AgentDirectory)
+	if !ok {
+		return false
+	}
+	at, err := dir.AgentSeenAt(ctx, name)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			e.log.Warn("read the agent directory", "agent", truncateID(name), "err", err)
+		}
+		return false
+	}
+	if now.Sub(at) >= seenWindow {
+		return false
+	}
+	e.agentsMu.Lock()
+	if at.After(e.seen[name]) {
+		e.seen[name] = at
+	}
+	e.agentsMu.Unlock()
+	return true
+}
+
+// sawAgents records that a worker asked for runs of these agents. On a
+// store shared by several nodes it also tells the store's directory, at
+// most every quarter of seenWindow per name, before the claim waits: once
+// a worker's claim is in, every node accepts runs of its agents.
+func (e *Engine) sawAgents(ctx context.Context, names []string) {
+	now := e.opts.Now()
+	var tell []string
+	dir, shared := e.st.(store.AgentDirectory)
+	e.agentsMu.Lock()
 	for _, n := range names {
 		e.seen[n] = now
+		if shared && now.Sub(e.shared[n]) >= seenWindow/4 {
+			e.shared[n] = now
+			tell = append(tell, n)
+		}
+	}
+	e.agentsMu.Unlock()
+	if len(tell) == 0 {
+		return
+	}
+	if err := dir.SawAgents(ctx, tell, now); err != nil {
+		// Not fatal to the claim: this node knows the names; the next
+		// claim tries again.
+		e.log.Warn("record agents in the directory", "agents", tell, "err", err)
+		e.agentsMu.Lock()
+		for _, n := range tell {
+			delete(e.shared, n)
+		}
+		e.agentsMu.Unlock()
 	}
 }
 

@@ -34,7 +34,7 @@ type RunCreated struct {
 // CreateRun creates a run on a thread: its run.created event and one
 // message.created event per input message, in one atomic append.
 func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, error) {
-	if !e.KnownAgent(req.Agent) {
+	if !e.KnownAgent(ctx, req.Agent) {
 		return nil, tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", req.Agent)
 	}
 	switch req.Multitask {

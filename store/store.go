@@ -226,3 +226,15 @@ type Lease struct {
 	// instead of being aborted.
 	Resumable bool
 }
+
+// AgentDirectory is implemented by stores that several nodes share: it
+// tells every node the agent names workers asked for on any node, so that
+// a run of a worker's agent may be created through a node the worker does
+// not poll.
+type AgentDirectory interface {
+	// SawAgents records that a worker asked for runs of these agents at.
+	SawAgents(ctx context.Context, names []string, at time.Time) error
+	// AgentSeenAt returns when a worker last asked for the agent on any
+	// node, or ErrNotFound.
+	AgentSeenAt(ctx context.Context, name string) (time.Time, error)
+}
