@@ -189,15 +189,15 @@ func (e *Engine) Heartbeat(ctx context.Context, runID, token string) (*AppendRes
 }
 
 func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer, evs []*tether.Event) (*AppendResult, error) {
-	t, err := e.threadOfRun(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
 	var key string
 	if prod != nil {
 		key = producerKey(runID, prod.ID)
 	}
 	for reloads := 0; ; reloads++ {
+		t, err := e.threadOfRun(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
 		var loaded *store.Producer
 		var gen int64
 		if prod != nil {
@@ -210,7 +210,7 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 			continue
 		}
 		if err == errProducerReload {
-			err = tether.Errorf(tether.CodeUnavailable, "the producer's state keeps changing on other nodes; retry")
+			err = tether.Errorf(tether.CodeUnavailable, "the producer's state keeps changing; retry")
 		}
 		return res, err
 	}
@@ -220,7 +220,9 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 // in generation gen of the thread's speculative state.
 func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event) (*AppendResult, error) {
 	var res AppendResult
+	var inFlight *pending
 	o, err := e.update(ctx, t, func(p *planner) error {
+		inFlight = nil
 		r, ok := p.run(runID)
 		if !ok {
 			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
@@ -239,6 +241,11 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string,
 			}
 			res.Producer = &Producer{ID: prod.ID, Epoch: prod.Epoch, Seq: prod.Seq}
 			if dup {
+				if pd := t.prodPending[key]; pd != nil && !pd.isSettled() {
+					// The state that makes this a duplicate is not
+					// committed yet: its commit may still fail.
+					inFlight = pd
+				}
 				res.Duplicate = true
 				res.Producer.Epoch, res.Producer.Seq = cur.Epoch, cur.Seq
 				return nil
@@ -276,6 +283,16 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if inFlight != nil {
+		// Answer once the append this one repeats has its outcome: a
+		// duplicate if it committed, else this one is checked again.
+		select {
+		case <-inFlight.settled:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return nil, errProducerReload
 	}
 	if n := len(o.records); n > 0 {
 		res.NextOffset = o.records[n-1].Offset

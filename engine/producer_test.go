@@ -1,12 +1,18 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
 )
 
 func TestProducerRules(t *testing.T) {
@@ -84,4 +90,97 @@ func TestProducerRules(t *testing.T) {
 	wantCode(t, err, tether.CodeConflict) // the run is finished
 	_, err = e2.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "", Epoch: 0, Seq: 0}, []*tether.Event{custom("f")})
 	wantCode(t, err, tether.CodeBadRequest)
+}
+
+// gatedStore holds commits at a gate while gated is set; each held commit
+// then fails or goes through, as the test says on release.
+type gatedStore struct {
+	store.Store
+	mu      sync.Mutex
+	gated   bool
+	held    chan struct{} // a commit arrived at the gate
+	release chan bool     // true: commit it; false: fail it
+}
+
+func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	g.mu.Lock()
+	gated := g.gated
+	g.mu.Unlock()
+	if gated && !b.Create {
+		g.held <- struct{}{}
+		if !<-g.release {
+			return nil, fmt.Errorf("the disk went away")
+		}
+	}
+	return g.Store.Commit(ctx, b)
+}
+
+// A retry of an append whose commit is still in flight is not a duplicate
+// yet: if that commit fails, the retry must not have answered "already in
+// the log". It waits for the commit's outcome, then counts as a duplicate
+// or appends.
+func TestProducerRetryWhileCommitInFlight(t *testing.T) {
+	g := &gatedStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 4), release: make(chan bool, 4)}
+	e := newEngine(t, g, engine.Options{})
+	// Runs before the engine closes: fail whatever is still held.
+	t.Cleanup(func() { close(g.release) })
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	mustRun(t, e, "t1", engine.RunRequest{})
+	c := mustClaim(t, e, "echo")
+	custom := func(name string) *tether.Event { return &tether.Event{Type: tether.EventCustom, Name: name} }
+	send := func(ctx context.Context, seq int64, name string) (*engine.AppendResult, error) {
+		return e.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "w1", Seq: seq}, []*tether.Event{custom(name)})
+	}
+	if _, err := send(ctx, 0, "first"); err != nil {
+		t.Fatal(err)
+	}
+
+	g.mu.Lock()
+	g.gated = true
+	g.mu.Unlock()
+	// The first try of seq 1 gives up while its commit is held.
+	tctx, cancel := context.WithCancel(ctx)
+	tried := make(chan error, 1)
+	go func() { _, err := send(tctx, 1, "second"); tried <- err }()
+	<-g.held
+	cancel()
+	if err := <-tried; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first try: %v, want it to give up", err)
+	}
+	// Its retry comes while the commit is still held.
+	retried := make(chan *engine.AppendResult, 1)
+	retryErr := make(chan error, 1)
+	go func() {
+		res, err := send(ctx, 1, "second")
+		retryErr <- err
+		retried <- res
+	}()
+	select {
+	case err := <-retryErr:
+		t.Fatalf("the retry answered (%+v, %v) before the first try's commit had an outcome", <-retried, err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.mu.Lock()
+	g.gated = false
+	g.mu.Unlock()
+	g.release <- false // the first try's commit fails
+	if err := <-retryErr; err != nil {
+		// An error is honest (the client retries again); a duplicate is not.
+		wantCode(t, err, tether.CodeUnavailable)
+		if _, err := send(ctx, 1, "second"); err != nil {
+			t.Fatal(err)
+		}
+	} else if res := <-retried; res.Duplicate {
+		t.Fatalf("the retry was answered as a duplicate of a failed commit")
+	}
+	var names []string
+	for _, ev := range readAll(t, g, "t1") {
+		if ev.Type == tether.EventCustom {
+			names = append(names, ev.Name)
+		}
+	}
+	if strings.Join(names, ",") != "first,second" {
+		t.Fatalf("the log's custom events: %v, want first,second", names)
+	}
 }

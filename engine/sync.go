@@ -164,6 +164,7 @@ func (e *Engine) rebuild(t *thread, rows map[string]*store.RunRecord) {
 	t.rmu.Unlock()
 	t.extras = make(map[string]*runExtra, len(rows))
 	t.producers = make(map[string]*store.Producer)
+	t.prodPending = make(map[string]*pending)
 	t.gen++
 	for id, rr := range rows {
 		t.extras[id] = &runExtra{key: rr.IdempotencyKey, multitask: rr.Multitask, lease: rr.Lease, saved: *rr}

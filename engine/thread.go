@@ -33,10 +33,14 @@ type thread struct {
 	idem      map[string]string          // idempotency key → run ID
 	producers map[string]*store.Producer // producer key → state, committed and queued
 	gen       int64                      // bumped by each rebuild of the speculative state
-	queue     []*pending
-	flushing  bool
-	broken    bool // a commit failed: this entry must not be used again
-	deleted   bool
+	// prodPending maps a producer key to the plan that set its state in
+	// producers, so that a retry of an append whose commit is still in
+	// flight waits for it before it counts as a duplicate.
+	prodPending map[string]*pending
+	queue       []*pending
+	flushing    bool
+	broken      bool // a commit failed: this entry must not be used again
+	deleted     bool
 
 	rmu    sync.Mutex
 	state  *runs.State // nil while loading
@@ -220,6 +224,7 @@ func (e *Engine) load(ctx context.Context, t *thread) error {
 	t.extras = make(map[string]*runExtra)
 	t.idem = make(map[string]string)
 	t.producers = make(map[string]*store.Producer)
+	t.prodPending = make(map[string]*pending)
 	for _, r := range t.spec.Runs() {
 		if r.Status.Terminal() {
 			continue

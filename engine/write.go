@@ -93,6 +93,25 @@ type pending struct {
 	runs      []*store.RunRecord
 	producers []store.Producer
 	done      chan outcome
+	// settled is closed once the plan's fate is known: committed, failed,
+	// or replaced by a new pending after a replay.
+	settled chan struct{}
+}
+
+// finish delivers the plan's outcome and marks it settled.
+func (pd *pending) finish(o outcome) {
+	pd.done <- o
+	close(pd.settled)
+}
+
+// isSettled reports whether the plan's fate is known.
+func (pd *pending) isSettled() bool {
+	select {
+	case <-pd.settled:
+		return true
+	default:
+		return false
+	}
 }
 
 // outcome is what a committed plan returns to its caller.
@@ -214,7 +233,7 @@ func staleMayExplain(err error) bool {
 // nothing to write.
 func (e *Engine) prepare(p *planner) (*pending, error) {
 	t := p.t
-	pd := &pending{events: p.events, done: make(chan outcome, 1)}
+	pd := &pending{events: p.events, done: make(chan outcome, 1), settled: make(chan struct{})}
 	pd.encoded = make([][]byte, len(p.events))
 	for i, ev := range p.events {
 		b, err := ev.Encode()
@@ -276,6 +295,7 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	}
 	for i := range p.producers {
 		t.producers[p.producers[i].Key] = &p.producers[i]
+		t.prodPending[p.producers[i].Key] = pd
 	}
 	for _, rec := range pd.runs {
 		x := t.extras[rec.Run.ID]
@@ -394,7 +414,7 @@ func (e *Engine) flush(t *thread) {
 		for _, pd := range batch {
 			n := len(pd.events)
 			recs := res.Records[i : i+n : i+n]
-			pd.done <- outcome{records: recs, before: before, result: pd.result}
+			pd.finish(outcome{records: recs, before: before, result: pd.result})
 			if n > 0 {
 				before = recs[n-1].Offset
 			}
@@ -429,11 +449,12 @@ func (e *Engine) replay(t *thread, failed []*pending) bool {
 		pd, result, err := e.plan(t, old.plan)
 		switch {
 		case err != nil:
-			old.done <- outcome{err: err}
+			old.finish(outcome{err: err})
 		case pd == nil:
-			old.done <- outcome{result: result, before: tether.OffsetStart}
+			old.finish(outcome{result: result, before: tether.OffsetStart})
 		default:
 			pd.done = old.done
+			close(old.settled)
 			t.queue = append(t.queue, pd)
 		}
 	}
@@ -459,7 +480,7 @@ func (e *Engine) failQueue(t *thread, batch []*pending, err error) {
 		cerr = tether.Wrap(err, tether.CodeUnavailable, "the events could not be stored; retry")
 	}
 	for _, pd := range append(batch, rest...) {
-		pd.done <- outcome{err: cerr}
+		pd.finish(outcome{err: cerr})
 	}
 }
 

@@ -3,22 +3,12 @@ package cluster
 import (
 	"context"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	tether "github.com/tetherhq/tether"
 )
-
-// knownBug skips a test of a known bug unless TETHER_CLUSTER_BUGS=1: the
-// test states what should hold and fails until the bug is fixed.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("TETHER_CLUSTER_BUGS") != "1" {
-		t.Skip("known bug (set TETHER_CLUSTER_BUGS=1 to run): " + what)
-	}
-}
 
 // laggingPair starts node a on the cluster and node b connected to one
 // server through a proxy that delays what b receives by lag: b folds a's
