@@ -104,6 +104,13 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 	defer sub.Close()
 
 	recs, err := sub.TryNext(ctx)
+	if err == nil && len(recs) == 0 && !sub.Done() && wait < catchUpWait && sub.Tip().After(sub.Scanned()) {
+		// The thread's state is ahead of what reached this node's fan-out
+		// (another node's commit, read from the store, whose notification
+		// is on its way): wait for it rather than answer "not up to date"
+		// with nothing.
+		wait = catchUpWait
+	}
 	if err == nil && len(recs) == 0 && wait > 0 && !sub.Done() {
 		wctx, cancel := s.untilShutdown(ctx, wait)
 		recs, err = sub.Next(wctx)
@@ -132,6 +139,10 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 		Snapshot *tether.Snapshot `json:"snapshot,omitempty"`
 	}{events, next, sub.Done() || !sub.Tip().After(next), sub.Done(), sub.Snapshot})
 }
+
+// catchUpWait bounds how long a poll without wait waits for events the
+// node knows are committed but has not been notified of yet.
+const catchUpWait = 2 * time.Second
 
 // jsonRaw is pre-encoded JSON.
 type jsonRaw []byte

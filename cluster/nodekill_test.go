@@ -97,6 +97,7 @@ func TestNodeKilledMidRun(t *testing.T) {
 		t.Fatalf("the run ended %s (%+v), want aborted worker_lost", ended.Status, ended.Error)
 	}
 	wg.Wait()
+	survivors[1].waitRun(t, run.ID, 10*time.Second, "ended", func(r tether.Run) bool { return r.Status.Terminal() })
 
 	log := survivors[0].readLog(t, "/v1/runs/"+run.ID+"/events")
 	sameLog(t, survivors[1].name+"'s log", survivors[1].readLog(t, "/v1/runs/"+run.ID+"/events"), log)

@@ -43,8 +43,7 @@ func startProc(t testing.TB, name string, flags ...string) *proc {
 	}
 	p := &proc{endpoint: newEndpoint(name, "http://"+addr), t: t, cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
-	setDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		t.Fatalf("start tether: %v", err)
 	}
 	go func() {
@@ -65,7 +64,7 @@ func startProc(t testing.TB, name string, flags ...string) *proc {
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited before it was ready:\n%s", name, p.out.String())
+			t.Fatalf("%s exited before it was ready (%v):\n%s", name, p.cmd.ProcessState, p.out.String())
 		case <-time.After(25 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

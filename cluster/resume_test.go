@@ -65,6 +65,8 @@ func TestResumeOnAnyNode(t *testing.T) {
 		t.Fatalf("final answer %+v", answer)
 	}
 	for _, p := range eps[1:] {
+		// Each node serves the run's end once notified of it.
+		p.waitRun(t, run.ID, 10*time.Second, "ended", func(r tether.Run) bool { return r.Status.Terminal() })
 		sameLog(t, p.name+"'s log", p.readLog(t, "/v1/runs/"+run.ID+"/events"), log)
 		if fa := p.finalAnswer(t, "t1"); fa != answer {
 			t.Errorf("%s: final answer %+v, %s gives %+v", p.name, fa, a.name, answer)

@@ -179,6 +179,10 @@ func TestWorkerAcrossNodes(t *testing.T) {
 	}
 	mustProduce(eps[1], map[string]any{"type": "message.finished", "message_id": "m1", "status": "done"},
 		map[string]any{"type": "run.finished", "status": "done"})
+	// Each node serves the run's end once notified of it.
+	for _, p := range eps {
+		p.waitRun(t, run.ID, 10*time.Second, "done", func(r tether.Run) bool { return r.Status.Terminal() })
+	}
 
 	log := eps[0].readLog(t, "/v1/runs/"+run.ID+"/events")
 	var got strings.Builder

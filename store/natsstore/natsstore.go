@@ -273,8 +273,27 @@ func (s *Store) open(ctx context.Context) error {
 // offset handed out before the restore is handed out again.
 const EpochMetadata = "tether_epoch"
 
-// stream binds to a stream, creating it if it does not exist.
+// stream binds to a stream, creating it if it does not exist. A cluster
+// that is still forming (no meta leader yet, a peer that cannot create its
+// replica yet) answers with a server error: that is retried until ctx ends,
+// so that nodes may start with or before the NATS servers.
 func (s *Store) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		st, err := s.bindStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || !(errors.As(err, &apiErr) && apiErr.Code >= 500 || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)) {
+			return st, err
+		}
+		s.log.Warn("natsstore: JetStream is not ready; retrying", "stream", cfg.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Store) bindStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	st, err := s.js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		st, err = s.js.Stream(ctx, cfg.Name)
