@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/ssetest"
 )
 
 // endpoint is a Tether node as its HTTP clients see it.
@@ -171,118 +171,36 @@ func (p *endpoint) readLog(t testing.TB, path string) []logEvent {
 	}
 }
 
-// frame is one Server-Sent Events frame, or a comment line.
-type frame struct {
-	IsComment bool
-	Comment   string
-	Event     string
-	ID        string
-	HasID     bool
-	Data      string
-}
+// frame and seenEvent are the wire's frames and events.
+type (
+	frame     = ssetest.Frame
+	seenEvent = ssetest.Event
+)
 
-// stream is an open SSE response, read frame by frame (a plain reader,
-// so that the tests check the wire).
-type stream struct {
-	resp   *http.Response
-	br     *bufio.Reader
-	cancel context.CancelFunc
-}
+// stream is one open SSE response, read frame by frame with a plain
+// reader, not the client package's, so that the tests check the wire.
+type stream struct{ *ssetest.Stream }
 
 // openStream GETs path as an event stream, with Last-Event-ID if lastID is
-// set.
+// set. A status other than 200, or the headers of another kind of
+// response, is an error.
 func (p *endpoint) openStream(ctx context.Context, path, lastID string) (*stream, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+path, nil)
+	st, err := ssetest.Open(ctx, p.hc, p.URL+path, lastID)
 	if err != nil {
-		cancel()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("%s: GET %s: status %d, %s: %s", p.name, path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
-	return &stream{resp: resp, br: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel}, nil
+	return &stream{st}, nil
 }
 
 // next returns the next frame or comment; a frame cut before its blank
 // line is dropped, as a browser would.
-func (st *stream) next() (frame, error) {
-	var f frame
-	fields := false
-	var data []string
-	for {
-		line, err := st.br.ReadString('\n')
-		if err != nil {
-			return frame{}, err
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if !fields {
-				continue
-			}
-			f.Data = strings.Join(data, "\n")
-			return f, nil
-		case line[0] == ':':
-			if !fields {
-				return frame{IsComment: true, Comment: strings.TrimPrefix(line[1:], " ")}, nil
-			}
-			continue
-		}
-		name, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		fields = true
-		switch name {
-		case "event":
-			f.Event = value
-		case "id":
-			f.ID, f.HasID = value, true
-		case "data":
-			data = append(data, value)
-		}
-	}
-}
+func (st *stream) next() (frame, error) { return st.Next() }
 
 // close cuts the connection.
-func (st *stream) close() {
-	st.cancel()
-	st.resp.Body.Close()
-}
+func (st *stream) close() { st.Close() }
 
-// seenEvent is an event as a client received it.
-type seenEvent struct {
-	Offset string
-	Type   string
-	Data   []byte
-}
-
-// eventOf checks an event frame (id is the data's offset, event its type)
-// and returns the event.
-func eventOf(f frame) (seenEvent, error) {
-	var e struct {
-		Offset string `json:"offset"`
-		Type   string `json:"type"`
-	}
-	if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
-		return seenEvent{}, fmt.Errorf("event %q: data is not JSON: %v: %.200s", f.Event, err, f.Data)
-	}
-	if !f.HasID || f.ID != e.Offset || f.Event != e.Type {
-		return seenEvent{}, fmt.Errorf("frame id %q event %q carries offset %q type %q", f.ID, f.Event, e.Offset, e.Type)
-	}
-	return seenEvent{Offset: e.Offset, Type: e.Type, Data: []byte(f.Data)}, nil
-}
+// eventOf checks an event frame and returns its event.
+func eventOf(f frame) (seenEvent, error) { return ssetest.EventOf(f) }
 
 // sameSequence fails the test unless got is exactly want (offsets, types
 // and bytes), naming the first difference.

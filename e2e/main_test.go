@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // bin is the tether binary under test, built once by TestMain.
@@ -266,23 +268,8 @@ func (s *server) stop(timeout time.Duration) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects a process's output.
+type syncBuffer = testutil.SyncBuffer
 
 // call makes one REST call with a JSON body (if body is not nil) and
 // returns the status and the response body. Transport errors are returned.

@@ -1,152 +1,49 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/ssetest"
 )
 
-// frame is one Server-Sent Events frame, or one comment line.
-type frame struct {
-	Comment   string // the text of a comment line (":ok" gives "ok")
-	IsComment bool
-	Event     string
-	ID        string
-	HasID     bool
-	Data      string
-}
+// frame and seenEvent are the wire's frames and events.
+type (
+	frame     = ssetest.Frame
+	seenEvent = ssetest.Event
+)
 
-// stream is one open SSE response, read frame by frame. It is a
-// deliberately plain reader (LF line endings, as the server writes), not
-// the client package's, so that the tests check the wire, not the client.
-type stream struct {
-	resp   *http.Response
-	br     *bufio.Reader
-	cancel context.CancelFunc
-}
+// stream is one open SSE response, read frame by frame with a plain
+// reader, not the client package's, so that the tests check the wire.
+type stream struct{ *ssetest.Stream }
 
 // openStream GETs path as an event stream, with Last-Event-ID if lastID is
-// set. A status other than 200 is an error.
+// set. A status other than 200, or the headers of another kind of
+// response, is an error.
 func (s *server) openStream(ctx context.Context, path, lastID string) (*stream, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+	st, err := ssetest.Open(ctx, s.hc, s.URL+path, lastID)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	// Ask for gzip ourselves, so that the transport would not hide a
-	// compressed stream by decompressing it.
-	req.Header.Set("Accept-Encoding", "gzip")
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("GET %s: status %d: %s", path, resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("GET %s: Content-Type %q", path, ct)
-	}
-	h := resp.Header
-	if h.Get("Cache-Control") != "no-cache, no-transform" || h.Get("X-Accel-Buffering") != "no" || h.Get("Content-Encoding") != "" {
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("GET %s: headers Cache-Control %q, X-Accel-Buffering %q, Content-Encoding %q; want no-cache, no-transform; no; none",
-			path, h.Get("Cache-Control"), h.Get("X-Accel-Buffering"), h.Get("Content-Encoding"))
-	}
-	return &stream{resp: resp, br: bufio.NewReaderSize(resp.Body, 64<<10), cancel: cancel}, nil
+	return &stream{st}, nil
 }
 
 // next returns the next frame or comment. A frame cut before its blank
 // line is dropped, as a browser would.
-func (st *stream) next() (frame, error) {
-	var f frame
-	fields := false
-	var data []string
-	for {
-		line, err := st.br.ReadString('\n')
-		if err != nil {
-			return frame{}, err // an unfinished frame is dropped
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if !fields {
-				continue
-			}
-			f.Data = strings.Join(data, "\n")
-			return f, nil
-		case line[0] == ':':
-			if !fields {
-				return frame{IsComment: true, Comment: strings.TrimPrefix(line[1:], " ")}, nil
-			}
-			continue
-		}
-		name, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		fields = true
-		switch name {
-		case "event":
-			f.Event = value
-		case "id":
-			f.ID, f.HasID = value, true
-		case "data":
-			data = append(data, value)
-		}
-	}
-}
+func (st *stream) next() (frame, error) { return st.Next() }
 
-// close cuts the connection (the body is closed before its end).
-func (st *stream) close() {
-	st.cancel()
-	st.resp.Body.Close()
-}
+// close cuts the connection.
+func (st *stream) close() { st.Close() }
 
-// seenEvent is an event as a client received it.
-type seenEvent struct {
-	Offset string
-	Type   string
-	Data   []byte
-}
-
-// eventOf checks an event frame (id equals the data's offset, event equals
-// its type) and returns it.
-func eventOf(f frame) (seenEvent, error) {
-	var e struct {
-		Offset string `json:"offset"`
-		Type   string `json:"type"`
-	}
-	if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
-		return seenEvent{}, fmt.Errorf("event %q: data is not JSON: %v: %.200s", f.Event, err, f.Data)
-	}
-	if !f.HasID || f.ID != e.Offset {
-		return seenEvent{}, fmt.Errorf("event %q: id %q (set: %v) is not its offset %q", f.Event, f.ID, f.HasID, e.Offset)
-	}
-	if f.Event != e.Type {
-		return seenEvent{}, fmt.Errorf("frame event %q carries an event of type %q", f.Event, e.Type)
-	}
-	return seenEvent{Offset: e.Offset, Type: e.Type, Data: []byte(f.Data)}, nil
-}
+// eventOf checks an event frame and returns its event.
+func eventOf(f frame) (seenEvent, error) { return ssetest.EventOf(f) }
 
 // logEvent is an event of the server's log as the JSON catch-up returns it.
 type logEvent struct {
