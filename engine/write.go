@@ -344,10 +344,15 @@ func rowEqual(a, b *store.RunRecord) bool {
 // into the next batch.
 func (e *Engine) flush(t *thread) {
 	conflicts := 0
+	maxTake := 0 // plans per batch, once the store refused a batch as too large; 0: all
 	for {
 		t.wmu.Lock()
 		batch := t.queue
 		t.queue = nil
+		if maxTake > 0 && len(batch) > maxTake {
+			t.queue = append([]*pending(nil), batch[maxTake:]...)
+			batch = batch[:maxTake:maxTake]
+		}
 		if len(batch) == 0 {
 			t.flushing = false
 			t.idle.Broadcast()
@@ -395,6 +400,25 @@ func (e *Engine) flush(t *thread) {
 			// colliding; a random pause lets one of them through.
 			time.Sleep(rand.N(time.Duration(min(1<<conflicts, 64)) * time.Millisecond))
 			if e.replay(t, batch) {
+				continue
+			}
+			return
+		}
+		if errors.Is(err, store.ErrTooLarge) {
+			// Nothing was written. Plans combined into one batch are
+			// committed in smaller ones, in order; a plan too large on
+			// its own is refused, and what was validated after it is
+			// validated again without it.
+			if len(batch) > 1 {
+				maxTake = len(batch) / 2
+				t.wmu.Lock()
+				t.queue = append(batch, t.queue...)
+				t.wmu.Unlock()
+				continue
+			}
+			batch[0].finish(outcome{err: tether.Errorf(tether.CodeTooLarge,
+				"the append is larger than the store takes in one commit; send its events in several requests")})
+			if e.replay(t, nil) {
 				continue
 			}
 			return

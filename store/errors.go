@@ -19,4 +19,7 @@ var (
 	// answer in time (a NATS server down, a stream without quorum). The
 	// operation may be retried; for a Commit, its outcome is unknown.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrTooLarge means a batch is larger than the store takes in one
+	// commit (JetStream: one message). Nothing was written.
+	ErrTooLarge = errors.New("store: batch too large")
 )

@@ -162,7 +162,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 			return nil, err
 		}
 		if len(body)+256 > s.maxPayload {
-			return nil, fmt.Errorf("natsstore: batch of %d bytes is larger than the server's max_payload (%d)", len(body), s.maxPayload)
+			return nil, fmt.Errorf("%w: a batch of %d bytes, larger than the server's max_payload (%d)", store.ErrTooLarge, len(body), s.maxPayload)
 		}
 		pc.h, pc.msgID = h, nuid.Next()
 		s.register(pc)
@@ -256,7 +256,7 @@ func prepare(b *store.Batch) (*pendingCommit, error) {
 	case len(b.Encoded) != len(b.Events):
 		return nil, fmt.Errorf("%w: %d events and %d encodings", errInvalid, len(b.Events), len(b.Encoded))
 	case len(b.Events) >= eventsPerMsg || len(b.Runs) >= eventsPerMsg:
-		return nil, fmt.Errorf("%w: more than %d events or runs", errInvalid, eventsPerMsg-1)
+		return nil, fmt.Errorf("%w: more than %d events or runs in one batch", store.ErrTooLarge, eventsPerMsg-1)
 	}
 	pc := &pendingCommit{b: b, evs: make([]wireEvent, len(b.Events)), delivered: make(chan struct{})}
 	for i, enc := range b.Encoded {

@@ -243,7 +243,11 @@ func (s *Store) open(ctx context.Context) error {
 		return fmt.Errorf("bucket %s: %w", s.opts.Bucket, err)
 	}
 
-	info, err := s.logStream.Info(ctx)
+	var info *jetstream.StreamInfo
+	err = s.untilReady(ctx, "stream info", func(ctx context.Context) (err error) {
+		info, err = s.logStream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", s.logName, err)
 	}
@@ -256,11 +260,11 @@ func (s *Store) open(ctx context.Context) error {
 	if s.epoch == 0 || s.epoch > maxEpoch {
 		return fmt.Errorf("stream %s: epoch %d out of range", s.logName, s.epoch)
 	}
-	if err := s.startNotify(ctx, info.State.LastSeq); err != nil {
+	if err := s.untilReady(ctx, "notify consumer", func(ctx context.Context) error { return s.startNotify(ctx, info.State.LastSeq) }); err != nil {
 		return fmt.Errorf("notify consumer: %w", err)
 	}
 	if !s.opts.NoRepair {
-		if err := s.startRepair(ctx); err != nil {
+		if err := s.untilReady(ctx, "repair consumer", s.startRepair); err != nil {
 			return fmt.Errorf("repair consumer: %w", err)
 		}
 	}
@@ -273,21 +277,35 @@ func (s *Store) open(ctx context.Context) error {
 // offset handed out before the restore is handed out again.
 const EpochMetadata = "tether_epoch"
 
-// stream binds to a stream, creating it if it does not exist. A cluster
-// that is still forming (no meta leader yet, a peer that cannot create its
-// replica yet) answers with a server error: that is retried until ctx ends,
-// so that nodes may start with or before the NATS servers.
-func (s *Store) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+// stream binds to a stream, creating it if it does not exist.
+func (s *Store) stream(ctx context.Context, cfg jetstream.StreamConfig) (st jetstream.Stream, err error) {
+	err = s.untilReady(ctx, "stream "+cfg.Name, func(ctx context.Context) error {
+		st, err = s.bindStream(ctx, cfg)
+		return err
+	})
+	return st, err
+}
+
+// untilReady runs one step of Open until it works, each attempt bounded
+// by a few seconds. A cluster that is still forming (no meta leader yet, a
+// peer that cannot create its replica yet, requests lost while leaders are
+// elected) answers with server errors or not at all: those are retried
+// until ctx ends, so that nodes may start with or before the NATS servers.
+func (s *Store) untilReady(ctx context.Context, what string, step func(ctx context.Context) error) error {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		st, err := s.bindStream(ctx, cfg)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := step(actx)
+		cancel()
 		var apiErr *jetstream.APIError
-		if err == nil || !(errors.As(err, &apiErr) && apiErr.Code >= 500 || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)) {
-			return st, err
+		notReady := errors.As(err, &apiErr) && apiErr.Code >= 500 || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+		if err == nil || !notReady || ctx.Err() != nil {
+			return err
 		}
-		s.log.Warn("natsstore: JetStream is not ready; retrying", "stream", cfg.Name, "err", err)
+		s.log.Warn("natsstore: JetStream is not ready; retrying", "step", what, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return err
 		case <-time.After(wait):
 		}
 	}

@@ -498,8 +498,8 @@ func TestBatchTooLarge(t *testing.T) {
 	big, _ := json.Marshal(map[string]string{"x": string(make([]byte, 2<<20))})
 	b.Events[0].Data = big
 	b.Encoded[0], _ = b.Events[0].Encode()
-	if _, err := st.Commit(ctx, b); err == nil {
-		t.Fatal("a batch larger than max_payload committed")
+	if _, err := st.Commit(ctx, b); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("a batch larger than max_payload: %v, want ErrTooLarge", err)
 	}
 	if tr, err := st.Thread(ctx, "t"); err != nil || tr.Version != 1 {
 		t.Fatalf("thread %+v, %v", tr, err)
