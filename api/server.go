@@ -102,6 +102,7 @@ type Server struct {
 	liveMu       sync.Mutex // orders live() against Shutdown's Wait
 	streams      sync.WaitGroup
 	ready        atomic.Bool
+	beat         *beat // the streams' clock
 }
 
 // New returns a server over e.
@@ -109,6 +110,7 @@ func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys), shutdown: make(chan struct{})}
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
+	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
 	s.metrics = newMetrics(e)
 	s.ready.Store(true)
 	return s

@@ -122,10 +122,10 @@ func (st *sseStream) run(ctx context.Context) {
 		return
 	}
 
-	ping := time.NewTicker(s.opts.Heartbeat)
-	defer ping.Stop()
-	life := time.NewTimer(s.opts.MaxStreamLifetime)
-	defer life.Stop()
+	started := time.Now()
+	pinged := started
+	// A ping is due a heartbeat after the last, give or take half a beat.
+	pingAfter := s.opts.Heartbeat - s.beat.period/2
 	for {
 		// Write everything that is ready (history is read a page at a
 		// time) in one write: one syscall for many events.
@@ -161,14 +161,19 @@ func (st *sseStream) run(ctx context.Context) {
 			st.f.event("reconnect", "", `{"reason":"shutdown"}`)
 			st.send()
 			return
-		case <-life.C:
-			st.f.event("reconnect", "", `{"reason":"max_lifetime"}`)
-			st.send()
-			return
-		case <-ping.C:
-			st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
-			if !st.send() {
+		case <-s.beat.next():
+			now := time.Now()
+			if now.Sub(started) >= s.opts.MaxStreamLifetime {
+				st.f.event("reconnect", "", `{"reason":"max_lifetime"}`)
+				st.send()
 				return
+			}
+			if now.Sub(pinged) >= pingAfter {
+				pinged = now
+				st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
+				if !st.send() {
+					return
+				}
 			}
 		case <-sub.Ready():
 		}
