@@ -1,24 +1,17 @@
 package sqlitestore_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	tether "github.com/tetherhq/tether"
-	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/sqlitestore"
+	"github.com/tetherhq/tether/store/storetest"
 )
 
-// BenchmarkCommit measures ingest: one goroutine per thread commits batches
-// back to back (the engine keeps one batch per thread in flight), so with
-// many threads the writer's group commit shares each transaction, and each
-// fsync, among them. b.N counts batches; events/s is the figure to watch.
+// BenchmarkCommit measures ingest (storetest.BenchCommit), with and
+// without fsync: with many threads the writer's group commit shares each
+// transaction, and each fsync, among them.
 func BenchmarkCommit(b *testing.B) {
 	for _, threads := range []int{1, 100} {
 		for _, events := range []int{1, 10} {
@@ -36,62 +29,5 @@ func benchCommit(b *testing.B, threads, events int, fsync bool) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	// What the hub would do: look at the records, nothing more.
-	var notified atomic.Int64
-	s.SetNotify(func(c *store.Committed) { notified.Add(int64(len(c.Records))) })
-
-	ctx := context.Background()
-	now := tether.Now()
-	for i := range threads {
-		id := fmt.Sprintf("thread-%03d", i)
-		_, err := s.Commit(ctx, &store.Batch{ThreadID: id, Create: true,
-			Thread: &tether.Thread{ID: id, Status: tether.ThreadBusy, CreatedAt: now, UpdatedAt: now}})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	// A typical streamed token: a text.delta of a few bytes.
-	ev := tether.Event{Type: tether.EventTextDelta, TS: now, RunID: "run_01jd8m1c6q4m0z5r6x7y8z9a0b",
-		MessageID: "msg_01jd8m1c6q4m0z5r6x7y8z9a0b", Delta: "Hello, world", Metadata: json.RawMessage(`{"i":1}`)}
-	enc, err := ev.Encode()
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for i := range threads {
-		id := fmt.Sprintf("thread-%03d", i)
-		wg.Go(func() {
-			evs := make([]*tether.Event, events)
-			encs := make([][]byte, events)
-			for j := range evs {
-				e := ev
-				evs[j], encs[j] = &e, enc
-			}
-			version := int64(0)
-			row := tether.Thread{ID: id, Status: tether.ThreadBusy, CreatedAt: now, ActiveRunID: ev.RunID}
-			for next.Add(1) <= int64(b.N) {
-				// As the engine does: every batch with events moves the row's
-				// updated_at (and so its place in the listing indexes).
-				row.UpdatedAt = tether.Now()
-				res, err := s.Commit(ctx, &store.Batch{ThreadID: id, Version: version, Events: evs, Encoded: encs, Thread: &row})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				version = res.Version
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N*events)/elapsed.Seconds(), "events/s")
-	if got := notified.Load(); got != int64(b.N*events) {
-		b.Fatalf("notified %d events, want %d", got, b.N*events)
-	}
+	storetest.BenchCommit(b, s, threads, events)
 }
