@@ -33,8 +33,18 @@ type env struct {
 
 func newEnv(t *testing.T, opts api.Options) *env {
 	t.Helper()
+	return newEnvEngine(t, opts, engine.Options{AcceptAgent: func(n string) bool { return n == "demo" }, LeaseTTL: 5 * time.Second})
+}
+
+// newEnvEngine is newEnv with engine options; without AcceptAgent, the
+// agents "demo" (in process) and "ext" (for a worker) are accepted.
+func newEnvEngine(t *testing.T, opts api.Options, eopts engine.Options) *env {
+	t.Helper()
 	st := testutil.OpenStore(t, "")
-	e := engine.New(st, engine.Options{AcceptAgent: func(n string) bool { return n == "demo" }, LeaseTTL: 5 * time.Second})
+	if eopts.AcceptAgent == nil {
+		eopts.AcceptAgent = func(n string) bool { return n == "demo" || n == "ext" }
+	}
+	e := engine.New(st, eopts)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +12,6 @@ import (
 	"github.com/coder/websocket"
 
 	tether "github.com/tetherhq/tether"
-	"github.com/tetherhq/tether/agents"
-	"github.com/tetherhq/tether/agents/demo"
-	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
@@ -324,30 +319,6 @@ func TestWSManySubscriptions(t *testing.T) {
 
 // threadOf returns the thread of a subscription id of TestWSManySubscriptions.
 func threadOf(id string) string { return id[:strings.IndexByte(id, '-')] }
-
-// newEnvEngine is newEnv with engine options (small hub buffers).
-func newEnvEngine(t *testing.T, opts api.Options, eopts engine.Options) *env {
-	t.Helper()
-	st := testutil.OpenStore(t, "")
-	eopts.AcceptAgent = func(n string) bool { return n == "demo" || n == "ext" }
-	e := engine.New(st, eopts)
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	rn := runner.New(e, map[string]agents.Agent{"demo": demo.New()}, runner.Options{})
-	rn.Start()
-	srv := api.New(e, opts)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rn.Shutdown(ctx)
-		srv.Shutdown()
-		hs.Close()
-		e.Close()
-	})
-	return &env{t: t, url: hs.URL, e: e, st: st, srv: srv, hs: hs}
-}
 
 // TestWSSlowConsumer stops reading while a worker streams: the
 // subscription that falls behind ends slow_consumer with the offset to
