@@ -12,6 +12,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/ssetest"
 )
 
 // TestResumeOnAnyNode: three nodes on one JetStream cluster (R3); a demo
@@ -156,7 +157,8 @@ func (c *cutClient) follow(ctx context.Context, path string) error {
 				timer = time.AfterFunc(d, func() { mu.Lock(); cut = true; mu.Unlock(); cancel() })
 			}
 		}
-		finished, err := c.read(st, cutAfter)
+		var finished, cutHere bool
+		c.events, finished, cutHere, err = ssetest.ReadResumed(st.Stream, c.events, cutAfter)
 		if err != nil && last != "" {
 			err = fmt.Errorf("resumed after %s: %w", last, err)
 		}
@@ -169,7 +171,7 @@ func (c *cutClient) follow(ctx context.Context, path string) error {
 			return fmt.Errorf("connection %d to %s: %w", conn, node.name, err)
 		}
 		mu.Lock()
-		if cut || cutAfter > 0 {
+		if cut || cutHere {
 			c.cuts++
 		}
 		mu.Unlock()
@@ -187,47 +189,5 @@ func (c *cutClient) follow(ctx context.Context, path string) error {
 			c.moves++
 		}
 		at = next
-	}
-}
-
-// read reads one connection until it ends or is cut, checking the frames
-// the protocol promises; it reports whether run.finished came.
-func (c *cutClient) read(st *stream, cutAfter int) (finished bool, err error) {
-	n := 0
-	for i := 0; ; i++ {
-		f, err := st.next()
-		if err != nil {
-			return false, nil // the end of the stream, or our cut
-		}
-		switch {
-		case i == 0:
-			if !f.IsComment || f.Comment != "ok" {
-				return false, fmt.Errorf("first frame %+v, want the :ok comment", f)
-			}
-		case i == 1:
-			if f.Event != "connected" {
-				return false, fmt.Errorf("second frame %+v, want connected", f)
-			}
-		case f.IsComment || f.Event == "ping" || f.Event == "reconnect" || f.Event == "end":
-		case f.Event == "snapshot":
-			return false, fmt.Errorf("a snapshot (%.200s) on a stream whose cursor is in the log", f.Data)
-		case f.Event == "connected":
-			return false, errors.New("a second connected frame")
-		default:
-			e, err := eventOf(f)
-			if err != nil {
-				return false, err
-			}
-			if k := len(c.events); k > 0 && e.Offset <= c.events[k-1].Offset {
-				return false, fmt.Errorf("event %s %s after %s: out of order or repeated", e.Offset, e.Type, c.events[k-1].Offset)
-			}
-			c.events = append(c.events, e)
-			if e.Type == "run.finished" {
-				return true, nil
-			}
-			if n++; n == cutAfter {
-				return false, nil
-			}
-		}
 	}
 }

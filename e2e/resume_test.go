@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tetherhq/tether/internal/ssetest"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -136,7 +137,6 @@ func (c *cutClient) follow(ctx context.Context, s *server, path string) error {
 		cutAfter := -1 // events
 		var timer *time.Timer
 		var cut sync.Once
-		cutNow := func() { cut.Do(func() { c.cuts.Add(1) }); st.close() }
 		if left > 0 {
 			left--
 			if c.rng.IntN(2) == 0 {
@@ -146,7 +146,11 @@ func (c *cutClient) follow(ctx context.Context, s *server, path string) error {
 				timer = time.AfterFunc(d, func() { cut.Do(func() { c.cuts.Add(1) }); cancel() })
 			}
 		}
-		finished, err := c.read(st, cutAfter, cutNow)
+		var finished, cutHere bool
+		c.events, finished, cutHere, err = ssetest.ReadResumed(st.Stream, c.events, cutAfter)
+		if cutHere {
+			cut.Do(func() { c.cuts.Add(1) })
+		}
 		if timer != nil {
 			timer.Stop()
 		}
@@ -163,50 +167,6 @@ func (c *cutClient) follow(ctx context.Context, s *server, path string) error {
 		}
 		if n := len(c.events); n > 0 {
 			last = c.events[n-1].Offset
-		}
-	}
-}
-
-// read reads one connection until it ends (or is cut), checking the frames
-// the protocol promises. It reports whether run.finished came.
-func (c *cutClient) read(st *stream, cutAfter int, cutNow func()) (finished bool, err error) {
-	n := 0
-	for i := 0; ; i++ {
-		f, err := st.next()
-		if err != nil {
-			return false, nil // the end of the stream, or our cut
-		}
-		switch {
-		case i == 0:
-			if !f.IsComment || f.Comment != "ok" {
-				return false, fmt.Errorf("first frame %+v, want the :ok comment", f)
-			}
-		case i == 1:
-			if f.Event != "connected" {
-				return false, fmt.Errorf("second frame %+v, want connected", f)
-			}
-		case f.IsComment || f.Event == "ping":
-		case f.Event == "reconnect":
-			// The server ends the stream; resume like any other end.
-		case f.Event == "end":
-			// The run subscription is complete.
-		case f.Event == "snapshot":
-			return false, fmt.Errorf("a snapshot (%.200s) on a stream with a cursor that is in the log", f.Data)
-		case f.Event == "connected":
-			return false, fmt.Errorf("a second connected frame")
-		default:
-			e, err := eventOf(f)
-			if err != nil {
-				return false, err
-			}
-			c.events = append(c.events, e)
-			if e.Type == "run.finished" {
-				return true, nil
-			}
-			if n++; n == cutAfter {
-				cutNow()
-				return false, nil
-			}
 		}
 	}
 }

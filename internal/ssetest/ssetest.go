@@ -149,3 +149,51 @@ func (s *Stream) Close() {
 	s.cancel()
 	s.Resp.Body.Close()
 }
+
+// ReadResumed reads one connection of a run's stream and checks what the
+// protocol promises of it: ":ok" first, then connected; no snapshot (the
+// cursor is in the log); events in increasing offsets after those already
+// got. It appends the events to got and returns after run.finished
+// (finished), after cutAfter events of this connection if cutAfter > 0
+// (cut: the caller closes the stream), or when the stream ends or breaks.
+func ReadResumed(s *Stream, got []Event, cutAfter int) (events []Event, finished, cut bool, err error) {
+	n := 0
+	for i := 0; ; i++ {
+		f, err := s.Next()
+		if err != nil {
+			return got, false, false, nil // the end of the stream, or the caller's cut
+		}
+		switch {
+		case i == 0:
+			if !f.IsComment || f.Comment != "ok" {
+				return got, false, false, fmt.Errorf("first frame %+v, want the :ok comment", f)
+			}
+		case i == 1:
+			if f.Event != "connected" {
+				return got, false, false, fmt.Errorf("second frame %+v, want connected", f)
+			}
+		case f.IsComment || f.Event == "ping" || f.Event == "reconnect" || f.Event == "end":
+			// reconnect: the server ends the stream, to be resumed like any
+			// other end; end: the run subscription is complete.
+		case f.Event == "snapshot":
+			return got, false, false, fmt.Errorf("a snapshot (%.200s) on a stream whose cursor is in the log", f.Data)
+		case f.Event == "connected":
+			return got, false, false, fmt.Errorf("a second connected frame")
+		default:
+			e, err := EventOf(f)
+			if err != nil {
+				return got, false, false, err
+			}
+			if k := len(got); k > 0 && e.Offset <= got[k-1].Offset {
+				return got, false, false, fmt.Errorf("event %s %s after %s: out of order or repeated", e.Offset, e.Type, got[k-1].Offset)
+			}
+			got = append(got, e)
+			if e.Type == "run.finished" {
+				return got, true, false, nil
+			}
+			if n++; n == cutAfter {
+				return got, false, true, nil
+			}
+		}
+	}
+}
