@@ -192,7 +192,21 @@ func (s *Store) open(ctx context.Context) error {
 		if url == "" {
 			url = nats.DefaultURL
 		}
-		nc, err := nats.Connect(url, nats.Name("tether "+s.opts.Node), nats.MaxReconnects(-1))
+		nc, err := nats.Connect(url, nats.Name("tether "+s.opts.Node), nats.MaxReconnects(-1),
+			// The connection's events in the server's log, not on stderr.
+			nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+				subject := ""
+				if sub != nil {
+					subject = sub.Subject
+				}
+				s.log.Warn("natsstore: NATS connection error", "subscription", subject, "err", err)
+			}),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				s.log.Warn("natsstore: disconnected from NATS; reconnecting", "err", err)
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) {
+				s.log.Info("natsstore: reconnected to NATS", "server", nc.ConnectedUrlRedacted())
+			}))
 		if err != nil {
 			return err
 		}
