@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -130,6 +131,7 @@ func (st *sseStream) run(ctx context.Context) {
 		// Write everything that is ready (history is read a page at a
 		// time) in one write: one syscall for many events.
 		recs, err := sub.TryNext(ctx)
+		st.f.reserve(len(recs) + 1)
 		for _, rec := range recs {
 			st.f.add(rec.SSE())
 		}
@@ -188,13 +190,7 @@ func (st *sseStream) send() bool {
 	all := st.f.bufs
 	b := all // send may consume its copy of the slice
 	err := st.out.send(&b)
-	// Keep the slice for the next send, without pinning what was sent,
-	// unless a burst made it large: an idle stream should hold little.
-	clear(all)
-	if cap(all) > 256 {
-		all = nil
-	}
-	st.f.bufs = all[:0]
+	st.f.reset(all)
 	return err == nil
 }
 
@@ -221,10 +217,49 @@ type connected struct {
 // SSE bytes, shared by every subscriber, never copied; control frames are
 // small and built here.
 type frames struct {
-	bufs net.Buffers
+	bufs   net.Buffers
+	pooled *net.Buffers // the pool's holder of bufs, when bufs is a burst's list
 }
 
+// keepFrames is the most frames a stream keeps room for between sends: an
+// idle stream should hold little. Lists for bursts (a subscriber catching
+// up, large appends) come from burstFrames and go back after the send, so
+// that they are not grown from scratch for every burst either.
+const keepFrames = 256
+
+var burstFrames = sync.Pool{New: func() any { return new(net.Buffers) }}
+
 func (f *frames) add(b []byte) { f.bufs = append(f.bufs, b) }
+
+// reserve makes room for n more frames.
+func (f *frames) reserve(n int) {
+	need := len(f.bufs) + n
+	if need <= cap(f.bufs) || need <= keepFrames {
+		return
+	}
+	p := burstFrames.Get().(*net.Buffers)
+	big := *p
+	if cap(big) < need {
+		big = make(net.Buffers, 0, max(need, 2*cap(big), 2*keepFrames))
+	}
+	f.bufs, f.pooled = append(big[:0], f.bufs...), p
+}
+
+// reset empties the list after a send (all is the list as it was before
+// the send consumed it), without pinning what was sent.
+func (f *frames) reset(all net.Buffers) {
+	clear(all)
+	if cap(all) > keepFrames {
+		p := f.pooled
+		if p == nil {
+			p = new(net.Buffers)
+		}
+		*p = all[:0]
+		burstFrames.Put(p)
+		all, f.pooled = nil, nil
+	}
+	f.bufs = all[:0]
+}
 
 func (f *frames) event(name, id, data string) {
 	b := make([]byte, 0, len(name)+len(id)+len(data)+24)
