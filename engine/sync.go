@@ -196,13 +196,7 @@ func (e *Engine) deletedElsewhere(c *store.Committed) {
 			return
 		}
 		e.forget(t)
-		e.mu.Lock()
-		for _, id := range runIDs {
-			if e.runs[id] == c.ThreadID {
-				delete(e.runs, id)
-			}
-		}
-		e.mu.Unlock()
+		e.forgetRuns(c.ThreadID, runIDs)
 	}
 	e.hub.CloseThread(c.ThreadID)
 }

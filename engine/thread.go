@@ -152,6 +152,18 @@ func (e *Engine) forget(t *thread) {
 	e.mu.Unlock()
 }
 
+// forgetRuns drops the runs of a deleted thread from the run → thread
+// index (those the index still gives to that thread).
+func (e *Engine) forgetRuns(threadID string, runIDs []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range runIDs {
+		if e.runs[id] == threadID {
+			delete(e.runs, id)
+		}
+	}
+}
+
 // evict drops the least recently used idle threads beyond MaxThreads.
 func (e *Engine) evict() {
 	e.mu.Lock()

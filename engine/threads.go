@@ -78,11 +78,11 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 	e.forget(t)
 	err = e.st.DeleteThread(ctx, id)
 	e.hub.CloseThread(id)
-	e.mu.Lock()
+	var runIDs []string
 	for _, r := range t.spec.Runs() {
-		delete(e.runs, r.ID)
+		runIDs = append(runIDs, r.ID)
 	}
-	e.mu.Unlock()
+	e.forgetRuns(id, runIDs)
 	if err != nil {
 		return e.storeErr(err, "thread %s", id)
 	}

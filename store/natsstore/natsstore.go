@@ -311,8 +311,7 @@ func (s *Store) untilReady(ctx context.Context, what string, step func(ctx conte
 		err := step(actx)
 		cancel()
 		var apiErr *jetstream.APIError
-		notReady := errors.As(err, &apiErr) && apiErr.Code >= 500 || errors.Is(err, nats.ErrTimeout) ||
-			errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+		notReady := unavailable(err) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &apiErr) && apiErr.Code >= 500
 		if err == nil || !notReady || ctx.Err() != nil {
 			return err
 		}
