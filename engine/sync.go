@@ -71,7 +71,7 @@ func (e *Engine) catchUp(ctx context.Context, t *thread) (map[string]*store.RunR
 		if r.Status.Terminal() {
 			continue
 		}
-		rr, err := e.st.Run(ctx, r.ID)
+		rr, err := e.runRecord(ctx, t.id, r.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}

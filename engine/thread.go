@@ -241,7 +241,7 @@ func (e *Engine) load(ctx context.Context, t *thread) error {
 		if r.Status.Terminal() {
 			continue
 		}
-		rr, err := e.st.Run(ctx, r.ID)
+		rr, err := e.runRecord(ctx, t.id, r.ID)
 		if err != nil {
 			return e.storeErr(err, "run %s", r.ID)
 		}
@@ -256,6 +256,16 @@ func (e *Engine) load(ctx context.Context, t *thread) error {
 	}
 	e.mu.Unlock()
 	return nil
+}
+
+// runRecord reads the row of a run of a thread, as of the thread's log on
+// a store whose rows may trail it (another node's batch, notified here
+// before that node wrote its rows).
+func (e *Engine) runRecord(ctx context.Context, threadID, runID string) (*store.RunRecord, error) {
+	if r, ok := e.st.(store.ThreadRunReader); ok {
+		return r.ThreadRun(ctx, threadID, runID)
+	}
+	return e.st.Run(ctx, runID)
 }
 
 // threadOfRun returns the thread a run belongs to.

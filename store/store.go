@@ -227,6 +227,15 @@ type Lease struct {
 	Resumable bool
 }
 
+// ThreadRunReader is implemented by stores whose run rows may trail the
+// log for a moment (a store shared by several nodes writes them after the
+// batch): it reads a run of a known thread as of the thread's log. Where a
+// store lacks it, Run is exact.
+type ThreadRunReader interface {
+	// ThreadRun returns a run of a thread, or ErrNotFound.
+	ThreadRun(ctx context.Context, threadID, runID string) (*RunRecord, error)
+}
+
 // AgentDirectory is implemented by stores that several nodes share: it
 // tells every node the agent names workers asked for on any node, so that
 // a run of a worker's agent may be created through a node the worker does

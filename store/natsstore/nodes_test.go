@@ -329,6 +329,12 @@ func TestRepair(t *testing.T) {
 		if p, err := b.Producer(ctx, "t", "p"); err != nil || p.Seq != 7 {
 			t.Fatalf("producer: %+v, %v", p, err)
 		}
+		if rr, err := b.ThreadRun(ctx, "t", "r1"); err != nil || rr.Run.Status != tether.RunRunning {
+			t.Fatalf("run of the thread: %+v, %v", rr, err)
+		}
+		if _, err := b.ThreadRun(ctx, "old", "r1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("run of another thread: %v", err)
+		}
 
 		// Once repaired: the run, the active runs, the listing.
 		eventually(t, "repair", func() error {

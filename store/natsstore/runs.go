@@ -131,22 +131,62 @@ func (s *Store) RunByKey(ctx context.Context, threadID, key string) (*store.RunR
 	if owner == "" {
 		return nil, store.ErrNotFound
 	}
-	var w *wireRun
-	if tr := tail[owner]; tr != nil {
-		w = tr.w
-	} else {
-		row, err := s.runRow(ctx, owner)
-		if err != nil {
-			return nil, s.readErr("read run", err)
-		}
-		if row != nil && row.Thread == threadID && row.Inc == inc {
-			w = row.Run
-		}
+	w, err := s.runOf(ctx, threadID, inc, tail, owner)
+	if err != nil {
+		return nil, err
 	}
 	if w == nil || w.Key != key {
 		return nil, store.ErrNotFound
 	}
 	return s.record(w)
+}
+
+// ThreadRun implements store.ThreadRunReader: the run of a thread as of
+// the thread's log, exact even while its row in the bucket trails the log
+// (the committing node writes it after the publish, or the repairer does).
+func (s *Store) ThreadRun(ctx context.Context, threadID, id string) (*store.RunRecord, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	var (
+		inc  uint64
+		tail map[string]*tailRun
+	)
+	err := s.withView(ctx, threadID, func(v *threadView) error {
+		if !v.exists {
+			return store.ErrNotFound
+		}
+		inc = v.inc
+		if tr := v.runs[id]; tr != nil {
+			tail = map[string]*tailRun{id: tr}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.readErr("read run", err)
+	}
+	w, err := s.runOf(ctx, threadID, inc, tail, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.record(w)
+}
+
+// runOf returns run id of a thread's incarnation inc: from the log
+// messages after the thread's row (tail), else from the run's row. nil
+// means none.
+func (s *Store) runOf(ctx context.Context, threadID string, inc uint64, tail map[string]*tailRun, id string) (*wireRun, error) {
+	if tr := tail[id]; tr != nil {
+		return tr.w, nil
+	}
+	row, err := s.runRow(ctx, id)
+	if err != nil {
+		return nil, s.readErr("read run", err)
+	}
+	if row != nil && row.Thread == threadID && row.Inc == inc {
+		return row.Run, nil
+	}
+	return nil, nil
 }
 
 // ActiveRuns implements store.Store. It reads the bucket's index of active
