@@ -36,8 +36,13 @@ func NewID(prefix string) string {
 	return string(out)
 }
 
+// IDRule says in words what ValidID accepts, for error messages.
+const IDRule = `1 to 128 characters of A-Z a-z 0-9 . _ ~ - (not "." or "..")`
+
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
 
 // ValidID reports whether s can name a thread, run, message, tool call or
-// request: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// request: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -, but not "." or
+// "..", which URL paths treat as relative segments (a thread named ".."
+// could be created but never reached at /v1/threads/..).
+func ValidID(s string) bool { return s != "." && s != ".." && idPattern.MatchString(s) }

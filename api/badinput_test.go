@@ -38,6 +38,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", "/v1/threads", `{"id":"x","colour":"red"}`, nil, 400, "bad_request"},
 		{"metadata not an object", "POST", "/v1/threads", `{"id":"x","metadata":"s"}`, nil, 400, "bad_request"},
 		{"id with a slash", "POST", "/v1/threads", `{"id":"a/b"}`, nil, 400, "bad_request"},
+		{"id of two dots", "POST", "/v1/threads", `{"id":".."}`, nil, 400, "bad_request"},
+		{"id of one dot", "POST", "/v1/threads", `{"id":"."}`, nil, 400, "bad_request"},
 		{"trailing data", "POST", "/v1/threads", `{"id":"x"} {}`, nil, 400, "bad_request"},
 		{"wrong content type", "POST", "/v1/threads", `{"id":"x"}`, []string{"Content-Type", "text/html"}, 400, "bad_request"},
 		{"oversized body", "POST", "/v1/threads", big, nil, 413, "too_large"},

@@ -52,7 +52,7 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
 		}
 		if m.ID != "" && !tether.ValidID(m.ID) {
-			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: id must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -", i)
+			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: id must be %s", i, tether.IDRule)
 		}
 	}
 	t, err := e.thread(ctx, threadID)

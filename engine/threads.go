@@ -22,7 +22,7 @@ func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawM
 		id = tether.NewID("thr_")
 	}
 	if !tether.ValidID(id) {
-		return tether.Thread{}, false, tether.Errorf(tether.CodeBadRequest, "thread id must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -")
+		return tether.Thread{}, false, tether.Errorf(tether.CodeBadRequest, "thread id must be "+tether.IDRule)
 	}
 	metadata = compactObject(metadata)
 	now := e.now()

@@ -44,7 +44,7 @@ func required(field, typ string) error {
 }
 
 func invalidID(field, id string) error {
-	return badRequest("%s %s is not a valid id (1 to 128 characters of A-Z a-z 0-9 . _ ~ -)", field, q(id))
+	return badRequest("%s %s is not a valid id (%s)", field, q(id), tether.IDRule)
 }
 
 func errRunFinished(id string) error {
