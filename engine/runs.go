@@ -55,18 +55,43 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: id must be %s", i, tether.IDRule)
 		}
 	}
+	for {
+		rc, inFlight, err := e.createRun(ctx, threadID, req)
+		if inFlight == nil {
+			return rc, err
+		}
+		// A retry of a creation whose commit is still in flight: answer
+		// once that commit has its outcome (the run then exists, or the
+		// retry creates it).
+		select {
+		case <-inFlight.settled:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// createRun is one try of CreateRun. If the idempotency key names a run
+// whose creation is still being committed, it returns that plan instead.
+func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, *pending, error) {
 	t, err := e.thread(ctx, threadID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.IdempotencyKey != "" {
 		if rc, err := e.runByKey(ctx, t, req.IdempotencyKey); rc != nil || err != nil {
-			return rc, err
+			return rc, nil, err
 		}
 	}
+	var inFlight *pending
 	o, err := e.update(ctx, t, func(p *planner) error {
+		inFlight = nil
 		if req.IdempotencyKey != "" {
 			if id, ok := t.idem[req.IdempotencyKey]; ok {
+				if pd := t.idemPending[req.IdempotencyKey]; pd != nil && !pd.isSettled() {
+					inFlight = pd
+					return nil
+				}
 				r, _ := p.run(id)
 				p.result = &RunCreated{Run: r}
 				return nil
@@ -109,8 +134,8 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 		p.result = &RunCreated{Run: run, Created: true}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || inFlight != nil {
+		return nil, inFlight, err
 	}
 	rc := o.result.(*RunCreated)
 	if rc.Created {
@@ -118,7 +143,7 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 		// re-reading it could already show a worker's claim.
 		rc.Before = o.before
 	}
-	return rc, nil
+	return rc, nil, nil
 }
 
 // interrupt asks every unfinished run of the thread to stop: pending runs

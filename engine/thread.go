@@ -37,6 +37,10 @@ type thread struct {
 	// producers, so that a retry of an append whose commit is still in
 	// flight waits for it before it counts as a duplicate.
 	prodPending map[string]*pending
+	// idemPending maps an idempotency key to the plan that created its
+	// run, while that plan's commit is in flight: a retry of the creation
+	// waits for it rather than hand out a run that may never exist.
+	idemPending map[string]*pending
 	queue       []*pending
 	flushing    bool
 	broken      bool // a commit failed: this entry must not be used again

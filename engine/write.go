@@ -92,6 +92,7 @@ type pending struct {
 	encoded   [][]byte
 	runs      []*store.RunRecord
 	producers []store.Producer
+	idemKeys  []string // idempotency keys of the runs the plan creates
 	done      chan outcome
 	// settled is closed once the plan's fate is known: committed, failed,
 	// or replaced by a new pending after a replay.
@@ -292,6 +293,11 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	}
 	for k, id := range p.idem {
 		t.idem[k] = id
+		if t.idemPending == nil {
+			t.idemPending = make(map[string]*pending)
+		}
+		t.idemPending[k] = pd
+		pd.idemKeys = append(pd.idemKeys, k)
 	}
 	for i := range p.producers {
 		t.producers[p.producers[i].Key] = &p.producers[i]
@@ -432,6 +438,15 @@ func (e *Engine) flush(t *thread) {
 		e.counters.Events.Add(int64(len(b.Events)))
 		t.wmu.Lock()
 		t.committed = res.Version
+		for _, pd := range batch {
+			// Committed and folded: retries find the runs in the
+			// committed state now.
+			for _, k := range pd.idemKeys {
+				if t.idemPending[k] == pd {
+					delete(t.idemPending, k)
+				}
+			}
+		}
 		t.wmu.Unlock()
 		i := 0
 		before := res.Before
