@@ -40,7 +40,12 @@ func newEnv(t *testing.T, opts api.Options) *env {
 // agents "demo" (in process) and "ext" (for a worker) are accepted.
 func newEnvEngine(t *testing.T, opts api.Options, eopts engine.Options) *env {
 	t.Helper()
-	st := testutil.OpenStore(t, "")
+	return newEnvStore(t, testutil.OpenStore(t, ""), opts, eopts)
+}
+
+// newEnvStore is newEnvEngine over st (a store that injects faults).
+func newEnvStore(t *testing.T, st store.Store, opts api.Options, eopts engine.Options) *env {
+	t.Helper()
 	if eopts.AcceptAgent == nil {
 		eopts.AcceptAgent = func(n string) bool { return n == "demo" || n == "ext" }
 	}

@@ -26,12 +26,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
-	ctx, cancel := s.untilShutdown(r.Context(), wait+time.Second)
-	defer cancel()
-	c, err := s.e.Claim(ctx, engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait, Resumable: body.Resumable})
-	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
-		err, c = nil, nil // the server is stopping: nothing came
-	}
+	// The wait ends at its time or when the server starts stopping, but
+	// a claim being committed then is still answered: only the worker
+	// going away (the request's context) gives it up, and the engine then
+	// hands the run to the next claim.
+	c, err := s.e.Claim(r.Context(), engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait,
+		Resumable: body.Resumable, Stop: s.stopping.Done()})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

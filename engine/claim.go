@@ -19,6 +19,10 @@ type ClaimRequest struct {
 	Agents []string
 	// Wait is how long to wait for a run when none is ready.
 	Wait time.Duration
+	// Stop, if set, ends the wait when it is closed (the server is
+	// stopping). Unlike the end of the claim's context, it does not give
+	// up a claim already being committed: that one is returned.
+	Stop <-chan struct{}
 	// Local marks an in-process agent of this node: its runs are aborted
 	// when the node restarts, whatever their lease says.
 	Local bool
@@ -50,7 +54,9 @@ type LeaseInfo struct {
 }
 
 // Claim takes the oldest run that is ready for one of the agents, waiting
-// up to req.Wait for one. It returns nil, nil if none came.
+// up to req.Wait for one. It returns nil, nil if none came. If ctx ends
+// while the claim is being committed, the claim cannot reach its caller:
+// the run is released to the next claim and Claim returns ctx.Err().
 func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 	if len(req.Agents) == 0 {
 		return nil, tether.Errorf(tether.CodeBadRequest, "agents must name at least one agent")
@@ -82,6 +88,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 		case <-wake:
 		case <-timer.C:
 			return nil, nil
+		case <-req.Stop:
+			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -98,8 +106,13 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 		}
 		return nil, err
 	}
+	// Once the run is taken, its claim is seen through to the commit's
+	// outcome whatever the caller does: a claim given up on mid-commit
+	// would leave the run started under a lease nobody ever received.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimCommitTimeout)
+	defer cancel()
 	var lease store.Lease
-	o, err := e.update(ctx, t, func(p *planner) error {
+	o, err := e.update(cctx, t, func(p *planner) error {
 		next, ok := p.tx.NextPending()
 		if q.reclaim {
 			// A reclaim takes a started run whose lease expired.
@@ -124,6 +137,12 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 	if err != nil {
 		return nil, err
 	}
+	if ctx.Err() != nil {
+		// The caller went away while the claim was committed: nobody
+		// holds the lease, so the run goes to the next claim at once.
+		e.release(t, q, lease.Token)
+		return nil, ctx.Err()
+	}
 	st := t.snapshotState()
 	snap := st.Snapshot()
 	run, _ := st.Machine().Run(q.runID)
@@ -136,6 +155,41 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 }
 
 var errStale = tether.Errorf(tether.CodeConflict, "stale queue entry")
+
+// claimCommitTimeout bounds how long a claim waits for its commit once it
+// no longer waits for its caller.
+const claimCommitTimeout = 30 * time.Second
+
+// release gives up a lease that was never handed to a worker (its claim's
+// caller went away during the commit): the lease ends now and the run is
+// queued to be reclaimed, as a lost resumable worker's run is, so the next
+// claim for its agent takes it (run.started, attempt + 1). If nobody
+// claims it within the resume window it ends aborted (worker_lost), as
+// such runs do. If the release fails, the lease simply runs out.
+func (e *Engine) release(t *thread, q queuedRun, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimCommitTimeout)
+	defer cancel()
+	released := false
+	_, err := e.update(ctx, t, func(p *planner) error {
+		released = false
+		r, ok := p.run(q.runID)
+		l := p.lease(q.runID)
+		if !ok || r.Status.Terminal() || l.Token != token {
+			return nil
+		}
+		p.setLease(q.runID, store.Lease{Owner: l.Owner, ExpiresAt: p.now.Time, Resumable: true})
+		released = true
+		return nil
+	})
+	if err != nil {
+		e.log.Warn("release an undelivered claim", "run", q.runID, "err", err)
+		return
+	}
+	if released {
+		e.log.Info("claim abandoned by its worker; run queued again", "run", q.runID, "thread", t.id)
+		e.queue.pushReclaim(q.agent, q.runID, q.threadID)
+	}
+}
 
 // AppendResult is what an append or a heartbeat returns to a worker.
 type AppendResult struct {
