@@ -596,9 +596,13 @@ func TestWorkerInDoubtAppend(t *testing.T) {
 // TestWorkerHeartbeat: an agent that emits nothing for several lease TTLs
 // keeps its run, thanks to the heartbeats.
 func TestWorkerHeartbeat(t *testing.T) {
-	v := newWorkerEnv(t, engine.Options{LeaseTTL: 300 * time.Millisecond})
+	// What is tested is the worker's real-time heartbeat against the
+	// server's expiry, so the clock is real: a TTL of a second leaves a
+	// heartbeat (every TTL/3) two thirds of a second of slack on a loaded
+	// machine.
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: time.Second})
 	idle := agents.Func(func(ctx context.Context, s *agents.Session) error {
-		if err := sleep(ctx, 1500*time.Millisecond); err != nil {
+		if err := sleep(ctx, 2500*time.Millisecond); err != nil {
 			return err
 		}
 		_, err := s.StartMessage(ctx, tether.RoleAssistant)

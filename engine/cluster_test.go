@@ -191,7 +191,8 @@ func TestClusterOneActiveRun(t *testing.T) {
 // TestClusterNodeDies: a node's in-process run outlives the node; a
 // surviving node ends it aborted, once, when its lease expires.
 func TestClusterNodeDies(t *testing.T) {
-	es, st := cluster(t, 3, engine.Options{LeaseTTL: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	clock := testutil.NewClock()
+	es, st := cluster(t, 3, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, es[0], "t1")
 	run := mustRun(t, es[0], "t1", engine.RunRequest{Agent: "demo"})
@@ -201,6 +202,7 @@ func TestClusterNodeDies(t *testing.T) {
 	}
 	mustAppend(t, es[0], c, &tether.Event{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant})
 	es[0].Close() // node 0 dies; nodes 1 and 2 both sweep
+	clock.Advance(31 * time.Second)
 	testutil.Eventually(t, 10*time.Second, "run aborted", func() bool {
 		snap, err := es[1].Run(ctx, run.ID)
 		return err == nil && snap.Runs[0].Status == tether.RunAborted

@@ -197,7 +197,8 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestLeases(t *testing.T) {
 	st := testutil.OpenStore(t, "")
-	e := newEngine(t, st, engine.Options{LeaseTTL: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	clock := testutil.NewClock()
+	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	mustRun(t, e, "t1", engine.RunRequest{})
@@ -213,13 +214,15 @@ func TestLeases(t *testing.T) {
 
 	// Heartbeats keep the run alive past its TTL.
 	for i := 0; i < 8; i++ {
-		time.Sleep(60 * time.Millisecond)
+		clock.Advance(20 * time.Second)
+		time.Sleep(20 * time.Millisecond) // the sweeper has its go
 		if _, err := e.Heartbeat(ctx, c.Run.ID, c.Lease.Token); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
 	}
 	// Then the worker goes silent: the sweeper aborts the run and its
 	// running message in one append.
+	clock.Advance(31 * time.Second)
 	testutil.Eventually(t, 5*time.Second, "run aborted", func() bool {
 		snap, _ := e.Run(ctx, c.Run.ID)
 		return snap.Runs[0].Status == tether.RunAborted
@@ -291,7 +294,8 @@ func TestRestartAbortsLocalRuns(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	st := testutil.OpenStore(t, "")
-	e := newEngine(t, st, engine.Options{CancelGrace: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	clock := testutil.NewClock()
+	e := newEngine(t, st, engine.Options{CancelGrace: 10 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	pending := mustRun(t, e, "t1", engine.RunRequest{})
@@ -308,6 +312,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancel running: %+v %v", r, err)
 	}
 	// The worker ignores it; the grace runs out and the server ends it.
+	clock.Advance(11 * time.Second)
 	testutil.Eventually(t, 5*time.Second, "run cancelled by the grace", func() bool {
 		snap, _ := e.Run(ctx, c.Run.ID)
 		return snap.Runs[0].Status == tether.RunCancelled

@@ -16,7 +16,8 @@ import (
 // worker; the run finishes.
 func TestReclaimResumable(t *testing.T) {
 	st := testutil.OpenStore(t, "")
-	e := newEngine(t, st, engine.Options{LeaseTTL: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	clock := testutil.NewClock()
+	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	run := mustRun(t, e, "t1", engine.RunRequest{})
@@ -26,6 +27,7 @@ func TestReclaimResumable(t *testing.T) {
 	}
 	mustAppend(t, e, a, &tether.Event{Type: tether.EventRunWaiting, Request: &tether.Request{ID: "q1", Kind: "approval"}})
 	// Worker a is lost. Worker b (resumable too) gets the run back.
+	clock.Advance(31 * time.Second)
 	b, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "b", Agents: []string{"echo"}, Resumable: true, Wait: 10 * time.Second})
 	if err != nil || b == nil {
 		t.Fatalf("reclaim: %v %v", b, err)
@@ -59,7 +61,8 @@ func TestReclaimResumable(t *testing.T) {
 
 func TestResumeWindowAborts(t *testing.T) {
 	st := testutil.OpenStore(t, "")
-	e := newEngine(t, st, engine.Options{LeaseTTL: 100 * time.Millisecond, SweepInterval: 20 * time.Millisecond, ResumeWindow: 200 * time.Millisecond})
+	clock := testutil.NewClock()
+	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, ResumeWindow: time.Minute, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	run := mustRun(t, e, "t1", engine.RunRequest{})
@@ -67,6 +70,12 @@ func TestResumeWindowAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nobody reclaims it: after the lease and the resume window, it ends.
+	clock.Advance(31 * time.Second)
+	time.Sleep(30 * time.Millisecond) // the sweeper queues it for a reclaim
+	if snap, _ := e.Run(ctx, run.ID); snap.Runs[0].Status != tether.RunRunning {
+		t.Fatalf("within the resume window the run is %s, want running", snap.Runs[0].Status)
+	}
+	clock.Advance(time.Minute)
 	testutil.Eventually(t, 10*time.Second, "run aborted", func() bool {
 		snap, _ := e.Run(ctx, run.ID)
 		return snap.Runs[0].Status == tether.RunAborted
