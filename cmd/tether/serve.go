@@ -71,7 +71,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
 	fs.StringVar(&c.openaiModel, "openai-model", fs.envOr("TETHER_OPENAI_MODEL", ""), "model for the openai agent (runs may override it in metadata.openai.model) ($TETHER_OPENAI_MODEL)")
-	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins allowed to call the API from a browser, or * ($TETHER_CORS_ORIGINS)")
+	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser, writes included, or * ($TETHER_CORS_ORIGINS)")
 	fs.StringVar(&c.logLevel, "log-level", fs.envOr("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error ($TETHER_LOG_LEVEL)")
 	fs.StringVar(&c.logFormat, "log-format", fs.envOr("TETHER_LOG_FORMAT", "text"), "text or json ($TETHER_LOG_FORMAT)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", fs.envOr("TETHER_ALLOWED_HOSTS", ""), "comma-separated Host names accepted besides loopback ones when listening on loopback without keys (e.g. a reverse proxy's on this machine), or * ($TETHER_ALLOWED_HOSTS)")
