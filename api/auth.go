@@ -2,7 +2,9 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,11 +20,12 @@ type Role string
 const (
 	// RoleAdmin may do everything.
 	RoleAdmin Role = "admin"
-	// RoleWorker may claim runs, append to them, heartbeat, and read and
-	// follow the runs it works on.
+	// RoleWorker may claim runs, append to and heartbeat the runs it holds
+	// (under the key that claimed them), and read and follow the runs it
+	// holds or held; nothing else.
 	RoleWorker Role = "worker"
-	// RoleClient may manage threads and runs, answer input, cancel and
-	// subscribe.
+	// RoleClient may manage threads and runs, answer input, cancel,
+	// subscribe, and use Durable Streams (/v1/stream/).
 	RoleClient Role = "client"
 )
 
@@ -32,6 +35,8 @@ type Key struct {
 	Role  Role
 	// Name identifies the key in logs (never the token itself).
 	Name string
+
+	id string // keyID(Token), set by newAuth
 }
 
 // ParseKeys reads a keys file: one key per line, "role token [name]";
@@ -77,13 +82,29 @@ func newAuth(keys []Key) *auth {
 	}
 	a := &auth{keys: make(map[[32]byte]Key, len(keys))}
 	for _, k := range keys {
+		k.id = keyID(k.Token)
 		a.keys[sha256.Sum256([]byte(k.Token))] = k
 	}
 	return a
 }
 
-// check returns the key of a request, or an unauthorized error.
+// keyID names a key in leases (store.Lease.KeyID) without holding its
+// token: a digest, domain-separated from the lookup hash, so that what a
+// store keeps cannot be replayed as a token nor matched against the
+// lookup table. Every node with the same keys names a key the same way,
+// so a lease claimed through one node is appended to through another.
+func keyID(token string) string {
+	sum := sha256.Sum256([]byte("tether lease key\x00" + token))
+	return "k_" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// check returns the key of a request, or an unauthorized error. A request
+// with more than one Authorization header is refused (bad_request) rather
+// than judged by one of them: proxies and servers disagree on which wins.
 func (a *auth) check(r *http.Request) (Key, error) {
+	if err := oneAuthorization(r); err != nil {
+		return Key{}, err
+	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
@@ -99,28 +120,135 @@ func (a *auth) check(r *http.Request) (Key, error) {
 	return k, nil
 }
 
-// allow wraps h so that only the given roles (and admin) may call it.
-func (s *Server) allow(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
-	if s.auth == nil {
-		return h
+func oneAuthorization(r *http.Request) error {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return tether.Errorf(tether.CodeBadRequest, "send one Authorization header, not several")
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
-		k, err := s.auth.check(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
+	return nil
+}
+
+// access is who may call a route: one value per route of the table in
+// server.go (routes), which is the one place the rules of
+// docs/protocol.md §9 are written. guard enforces them for every route.
+type access uint8
+
+const (
+	// accessOpen: anyone, no token (health, readiness, metrics, the page,
+	// the webhook signing keys).
+	accessOpen access = iota
+	// accessWake: the route checks its own bearer token (a Durable
+	// Streams wake's), so that a webhook receiver needs no API key.
+	accessWake
+	// accessClient: client and admin tokens.
+	accessClient
+	// accessWorker: worker and admin tokens. A lease is bound to the key
+	// that claimed it (engine.Holder).
+	accessWorker
+	// accessRun: client and admin tokens, and a worker token for the runs
+	// it holds or held last: {rid} of the path, or, on the WebSocket, the
+	// run of each subscription (a worker may subscribe to nothing else).
+	accessRun
+)
+
+// allows reports whether a role may call a route of this access, before
+// any check of the run the request names (accessRun).
+func (a access) allows(role Role) bool {
+	switch a {
+	case accessOpen, accessWake:
+		return true
+	case accessClient:
+		return role == RoleAdmin || role == RoleClient
+	case accessWorker:
+		return role == RoleAdmin || role == RoleWorker
+	case accessRun:
+		return role == RoleAdmin || role == RoleClient || role == RoleWorker
+	}
+	return false
+}
+
+type keyCtx struct{}
+
+// keyOf returns the key a request was let in with; the zero Key (no
+// role, no id) when auth is off or the route is open.
+func keyOf(r *http.Request) Key {
+	k, _ := r.Context().Value(keyCtx{}).(Key)
+	return k
+}
+
+// guard enforces a route's access, and refuses a state-changing request
+// that a browser sends from another origin (crossOrigin), whatever the
+// route and whether or not keys are set. It is the only place requests
+// are let in.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.queryToken {
+			r = queryToken(r)
+		}
+		if err := s.crossOrigin(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if k.Role != RoleAdmin {
-			ok := false
-			for _, role := range roles {
-				ok = ok || role == k.Role
+		if s.auth == nil || rt.access == accessOpen || rt.access == accessWake {
+			rt.h.ServeHTTP(w, r)
+			return
+		}
+		k, err := s.auth.check(r)
+		if err != nil {
+			if tether.CodeOf(err) == tether.CodeUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
 			}
-			if !ok {
-				s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "a %s token may not do this", k.Role))
+			s.writeError(w, r, err)
+			return
+		}
+		if !rt.access.allows(k.Role) {
+			s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "a %s token may not do this", k.Role))
+			return
+		}
+		if rid := r.PathValue("rid"); rt.access == accessRun && rid != "" {
+			if err := s.mayReadRun(r.Context(), k, rid); err != nil {
+				s.writeError(w, r, err)
 				return
 			}
 		}
-		h(w, r)
+		rt.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCtx{}, k)))
+	})
+}
+
+// mayReadRun checks that k may read a run: any key but a worker's; a
+// worker's only if the run's lease (current, or last once finished) was
+// claimed with it.
+func (s *Server) mayReadRun(ctx context.Context, k Key, runID string) error {
+	if s.auth == nil || k.Role != RoleWorker {
+		return nil
 	}
+	held, err := s.e.HeldBy(ctx, runID, k.id)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return tether.Errorf(tether.CodeForbidden, "a worker token may read only the runs it holds or held")
+	}
+	return nil
+}
+
+// Admin wraps h, a handler served beside the API (tether serve's debug
+// server), with the API's checks: the Host check (Options.LoopbackHosts)
+// and, when keys are set, an admin token.
+func (s *Server) Admin(h http.Handler) http.Handler {
+	return s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth != nil {
+			k, err := s.auth.check(r)
+			if err == nil && k.Role != RoleAdmin {
+				err = tether.Errorf(tether.CodeForbidden, "only an admin token may do this")
+			}
+			if err != nil {
+				if tether.CodeOf(err) == tether.CodeUnauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
+				}
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
 }

@@ -12,12 +12,20 @@ import (
 )
 
 // readBody reads a request body of at most limit bytes.
+//
+// Bodies are always JSON. From clients that are not browsers, no
+// Content-Type, text/plain and application/x-www-form-urlencoded (what
+// curl -d sends) are taken as JSON too. From a browser (fromBrowser), a
+// body must be declared application/json: the other two (and none) are
+// what a page of another origin may send without a CORS preflight, so
+// refusing them keeps such pages out even where crossOrigin cannot tell
+// (an old browser that sends neither Sec-Fetch-Site nor Origin is not a
+// browser here). Any other type is a mistake worth reporting.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
+	var mt string
 	if ct := r.Header.Get("Content-Type"); ct != "" {
-		// Bodies are always JSON. text/plain (browsers' simple requests) and
-		// application/x-www-form-urlencoded (what curl -d sends) are taken
-		// as JSON too; anything else is a mistake worth reporting.
-		mt, _, err := mime.ParseMediaType(ct)
+		var err error
+		mt, _, err = mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && mt != "text/plain" && mt != "application/x-www-form-urlencoded") {
 			return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json")
 		}
@@ -29,6 +37,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, tether.Errorf(tether.CodeBadRequest, "request body could not be read")
+	}
+	if mt != "application/json" && fromBrowser(r) && len(bytes.TrimSpace(b)) > 0 {
+		return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json: a browser's body is read as JSON only when it says so")
 	}
 	return b, nil
 }

@@ -9,6 +9,12 @@
 // it tells every open stream to reconnect and ends it, so that the HTTP
 // server's shutdown never waits on a stream.
 //
+// Who may call what is one table, routes in server.go, enforced for every
+// route by guard (auth.go): roles by key, a worker's reads held to its own
+// runs, and, with or without keys, the refusal of other sites' pages
+// (origin.go: cross-origin writes, undeclared JSON from browsers, and, on
+// loopback without keys, foreign Host names).
+//
 // # Caveats
 //
 // Streams are never compressed (proxies and browsers must see each frame

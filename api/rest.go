@@ -42,9 +42,21 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	// A filter given twice (or empty) would be half ignored: refuse it.
+	for _, name := range []string{"status", "limit", "cursor"} {
+		if len(q[name]) > 1 {
+			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "%s is given more than once", name))
+			return
+		}
+	}
 	tq := store.ThreadQuery{Status: tether.ThreadStatus(q.Get("status")), Cursor: q.Get("cursor")}
 	switch tq.Status {
-	case "", tether.ThreadIdle, tether.ThreadBusy, tether.ThreadWaiting, tether.ThreadError:
+	case tether.ThreadIdle, tether.ThreadBusy, tether.ThreadWaiting, tether.ThreadError:
+	case "":
+		if q.Has("status") {
+			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "status must be idle, busy, waiting or error"))
+			return
+		}
 	default:
 		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "status must be idle, busy, waiting or error"))
 		return

@@ -22,8 +22,22 @@ type Options struct {
 	// whether that is safe: tether serve allows it only on loopback).
 	Keys []Key
 	// CORSOrigins are the origins browsers may call from; "*" allows any.
-	// Defaults to none (same origin only).
+	// Pages of these origins may also change state (POST, PUT, DELETE);
+	// pages of other origins may not (see origin.go). Defaults to none
+	// (same origin only).
 	CORSOrigins []string
+	// LoopbackHosts makes the server answer only requests whose Host
+	// header names a loopback address (localhost, *.localhost,
+	// 127.0.0.0/8, [::1], any port) or one of AllowedHosts; others get
+	// 400. A page whose name was rebound to 127.0.0.1 (DNS rebinding)
+	// sends its own name, so it cannot read a server without keys through
+	// a visitor's browser. tether serve sets it when it listens on
+	// loopback without keys. Defaults to off.
+	LoopbackHosts bool
+	// AllowedHosts are more Host names (port ignored) that LoopbackHosts
+	// accepts, such as a reverse proxy's on the same machine; "*" accepts
+	// any. Defaults to none.
+	AllowedHosts []string
 	// DefaultAgent is the agent of runs that name none. Defaults to "demo".
 	DefaultAgent string
 	// Heartbeat is the interval of ping events on streams. Defaults to 15s.
@@ -93,6 +107,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	auth    *auth
+	cop     *http.CrossOriginProtection // nil: every origin is trusted
 	metrics *metrics
 
 	shutdown     chan struct{}
@@ -109,6 +124,7 @@ type Server struct {
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys), shutdown: make(chan struct{})}
+	s.cop = newCrossOrigin(opts.CORSOrigins, opts.Logger)
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
 	s.metrics = newMetrics(e)
@@ -116,60 +132,84 @@ func New(e *engine.Engine, opts Options) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler of every route.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	handle := func(pattern string, h http.HandlerFunc) {
-		mux.Handle(pattern, s.observe(pattern, h))
+// route is one entry of the route table: a ServeMux pattern, who may call
+// it, and its handler.
+type route struct {
+	pattern string
+	access  access
+	h       http.Handler
+	// queryToken takes the token from ?access_token= too (the browser
+	// WebSocket API cannot set headers).
+	queryToken bool
+	// quiet routes are not logged or counted per request (/metrics).
+	quiet bool
+}
+
+// routes is every route of the API and who may call it: the one table of
+// docs/protocol.md §9 ("Who may call what"), which TestRouteRoles checks
+// against the document route by route and role by role. guard enforces
+// it; no handler checks roles itself (the WebSocket checks each
+// subscription's run with the same mayReadRun).
+func (s *Server) routes() []route {
+	h := func(f http.HandlerFunc) http.Handler { return f }
+	rs := []route{
+		{pattern: "GET /healthz", access: accessOpen, h: h(s.healthz)},
+		{pattern: "GET /readyz", access: accessOpen, h: h(s.readyz)},
+		{pattern: "GET /metrics", access: accessOpen, h: s.metrics.handler(), quiet: true},
+
+		{pattern: "POST /v1/threads", access: accessClient, h: h(s.createThread)},
+		{pattern: "GET /v1/threads", access: accessClient, h: h(s.listThreads)},
+		{pattern: "GET /v1/threads/{tid}", access: accessClient, h: h(s.getThread)},
+		{pattern: "DELETE /v1/threads/{tid}", access: accessClient, h: h(s.deleteThread)},
+		{pattern: "GET /v1/threads/{tid}/final-answer", access: accessClient, h: h(s.finalAnswer)},
+		{pattern: "POST /v1/threads/{tid}/runs", access: accessClient, h: h(s.createRun)},
+		{pattern: "POST /v1/threads/{tid}/runs/stream", access: accessClient, h: h(s.createRunStream)},
+		{pattern: "GET /v1/threads/{tid}/events", access: accessClient, h: h(s.threadEvents)},
+
+		{pattern: "GET /v1/runs/{rid}", access: accessRun, h: h(s.getRun)},
+		{pattern: "GET /v1/runs/{rid}/events", access: accessRun, h: h(s.runEvents)},
+		{pattern: "POST /v1/runs/{rid}/cancel", access: accessClient, h: h(s.cancelRun)},
+		{pattern: "POST /v1/runs/{rid}/input", access: accessClient, h: h(s.submitInput)},
+
+		{pattern: "GET /v1/ws", access: accessRun, h: h(s.websocket), queryToken: true},
+
+		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
+		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},
+		{pattern: "POST /v1/runs/{rid}/heartbeat", access: accessWorker, h: h(s.heartbeat)},
 	}
-	const (
-		admin  = RoleAdmin
-		client = RoleClient
-		worker = RoleWorker
-	)
-	handle("GET /healthz", s.healthz)
-	handle("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metrics.handler())
-
-	handle("POST /v1/threads", s.allow(s.createThread, client))
-	handle("GET /v1/threads", s.allow(s.listThreads, client))
-	handle("GET /v1/threads/{tid}", s.allow(s.getThread, client))
-	handle("DELETE /v1/threads/{tid}", s.allow(s.deleteThread, client))
-	handle("GET /v1/threads/{tid}/final-answer", s.allow(s.finalAnswer, client))
-	handle("POST /v1/threads/{tid}/runs", s.allow(s.createRun, client))
-	handle("POST /v1/threads/{tid}/runs/stream", s.allow(s.createRunStream, client))
-	handle("GET /v1/threads/{tid}/events", s.allow(s.threadEvents, client))
-
-	handle("GET /v1/runs/{rid}", s.allow(s.getRun, client, worker))
-	handle("GET /v1/runs/{rid}/events", s.allow(s.runEvents, client, worker))
-	handle("POST /v1/runs/{rid}/cancel", s.allow(s.cancelRun, client))
-	handle("POST /v1/runs/{rid}/input", s.allow(s.submitInput, client))
-
-	handle("GET /v1/ws", s.wsToken(s.allow(s.websocket, client, worker)))
-
-	handle("POST /v1/workers/claim", s.allow(s.claim, worker))
-	handle("POST /v1/runs/{rid}/events", s.allow(s.appendEvents, worker))
-	handle("POST /v1/runs/{rid}/heartbeat", s.allow(s.heartbeat, worker))
-
 	if s.opts.Streams != nil {
 		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, Stopping: s.stopping, Logger: s.log,
 			Live: s.live,
 		})
-		handle(durablestreams.Prefix, s.allow(ds.ServeHTTP, client, worker))
+		// Every stream, thread log (threads/) and subscription (__ds/) is
+		// the clients': thread logs hold the users' input, and a worker
+		// token is for the runs it works on.
+		rs = append(rs, route{pattern: durablestreams.Prefix, access: accessClient, h: ds})
 		// These authenticate themselves (the JWKS is public; callbacks,
-		// acks and releases carry the wake's own bearer token), so that
-		// a webhook receiver needs no API key.
-		handle("GET "+durablestreams.Prefix+"__ds/jwks.json", ds.ServeHTTP)
+		// acks and releases carry the wake's own bearer token), so that a
+		// webhook receiver needs no API key.
+		rs = append(rs, route{pattern: "GET " + durablestreams.Prefix + "__ds/jwks.json", access: accessOpen, h: ds})
 		for _, action := range []string{"callback", "ack", "release"} {
-			handle("POST "+durablestreams.Prefix+"__ds/subscriptions/{id}/"+action, ds.ServeHTTP)
+			rs = append(rs, route{pattern: "POST " + durablestreams.Prefix + "__ds/subscriptions/{id}/" + action, access: accessWake, h: ds})
 		}
 	}
+	// The page, and a JSON not_found for anything else.
+	return append(rs, route{pattern: "/", access: accessOpen, h: s.fallback()})
+}
 
-	handle("/", s.fallback())
-	_ = admin
-	return s.cors(mux)
+// Handler returns the HTTP handler of every route.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		h := s.guard(rt)
+		if !rt.quiet {
+			h = s.observe(rt.pattern, h)
+		}
+		mux.Handle(rt.pattern, h)
+	}
+	return s.front(s.cors(mux))
 }
 
 // Shutdown marks the server not ready, tells every open stream to

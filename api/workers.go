@@ -31,7 +31,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	// going away (the request's context) gives it up, and the engine then
 	// hands the run to the next claim.
 	c, err := s.e.Claim(r.Context(), engine.ClaimRequest{WorkerID: body.WorkerID, Agents: body.Agents, Wait: wait,
-		Resumable: body.Resumable, Stop: s.stopping.Done()})
+		Resumable: body.Resumable, KeyID: keyOf(r).id, Stop: s.stopping.Done()})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -68,7 +68,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.e.ProducerAppend(r.Context(), r.PathValue("rid"), r.Header.Get("Tether-Lease"), prod, evs)
+	res, err := s.e.ProducerAppend(r.Context(), r.PathValue("rid"), holder(r), prod, evs)
 	var pe *engine.ProducerError
 	if errors.As(err, &pe) {
 		switch pe.Err.Code {
@@ -92,6 +92,12 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// holder is who appends or heartbeats: the lease token, under the key the
+// request came with (the lease must have been claimed with it).
+func holder(r *http.Request) engine.Holder {
+	return engine.Holder{Token: r.Header.Get("Tether-Lease"), KeyID: keyOf(r).id}
 }
 
 // producerOf reads the Producer-Id, Producer-Epoch and Producer-Seq
@@ -138,7 +144,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.e.Heartbeat(r.Context(), r.PathValue("rid"), r.Header.Get("Tether-Lease"))
+	res, err := s.e.Heartbeat(r.Context(), r.PathValue("rid"), holder(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

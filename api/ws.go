@@ -33,7 +33,7 @@ const (
 	wsMaxIDLen = 128
 )
 
-// wsToken lets browsers authenticate on the WebSocket route with
+// queryToken lets browsers authenticate on the WebSocket route with
 // ?access_token=<token>: the browser WebSocket API cannot set an
 // Authorization header, and Tether uses no cookies. The token is moved into
 // the Authorization header (which wins if both are set) and removed from
@@ -41,32 +41,27 @@ const (
 // echoed. Other routes do not accept it: a token in a URL can end up in
 // proxy logs and browser history, so it is taken only where there is no
 // other way. Use TLS, and a client-role token, in browsers.
-func (s *Server) wsToken(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has("access_token") {
-			tok := q.Get("access_token")
-			q.Del("access_token")
-			r = r.Clone(r.Context())
-			r.URL.RawQuery = q.Encode()
-			r.RequestURI = r.URL.RequestURI()
-			if r.Header.Get("Authorization") == "" && tok != "" {
-				r.Header.Set("Authorization", "Bearer "+tok)
-			}
-		}
-		h(w, r)
+func queryToken(r *http.Request) *http.Request {
+	q := r.URL.Query()
+	if !q.Has("access_token") {
+		return r
 	}
+	tok := q.Get("access_token")
+	q.Del("access_token")
+	r = r.Clone(r.Context())
+	r.URL.RawQuery = q.Encode()
+	r.RequestURI = r.URL.RequestURI()
+	if r.Header.Get("Authorization") == "" && tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return r
 }
 
-// websocket serves GET /v1/ws. Auth (by s.allow) and the origin check
+// websocket serves GET /v1/ws. Auth (by guard) and the origin check
 // happen before the upgrade, so a refused client gets a plain HTTP error.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	// A worker token may follow runs only, as on SSE.
-	worker := false
-	if s.auth != nil {
-		if k, err := s.auth.check(r); err == nil && k.Role == RoleWorker {
-			worker = true
-		}
-	}
+	// A worker token may follow only the runs it holds or held, as on SSE.
+	key := keyOf(r)
 	done, ok := s.live()
 	if !ok {
 		s.writeError(w, r, errShuttingDown)
@@ -83,7 +78,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	wc := &wsConn{
-		s: s, c: c, ctx: ctx, cancel: cancel, worker: worker, reqID: requestID(r),
+		s: s, c: c, ctx: ctx, cancel: cancel, key: key, reqID: requestID(r),
 		out:  newWSQueue(int(wsQueueBytes.Load())),
 		subs: make(map[string]*wsSub),
 	}
@@ -132,7 +127,7 @@ type wsConn struct {
 	c      *websocket.Conn
 	ctx    context.Context // ends with the socket
 	cancel context.CancelFunc
-	worker bool // a worker token: run subscriptions only
+	key    Key // the socket's key: a worker's may follow only its runs
 	reqID  string
 	out    *wsQueue
 	bg     sync.WaitGroup // writer and pinger
@@ -234,9 +229,15 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 	case req.ThreadID == "" && req.RunID == "":
 		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "thread_id or run_id is required"))
 		return
-	case wc.worker && req.RunID == "":
+	case wc.key.Role == RoleWorker && req.RunID == "":
 		wc.sendError(id, tether.Errorf(tether.CodeForbidden, "a worker token may only subscribe to runs"))
 		return
+	}
+	if req.RunID != "" {
+		if err := wc.s.mayReadRun(wc.ctx, wc.key, req.RunID); err != nil {
+			wc.sendError(id, err)
+			return
+		}
 	}
 	cursor, err := tether.ParseCursor(req.After)
 	if err != nil {

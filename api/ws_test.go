@@ -408,7 +408,8 @@ func TestWSAuth(t *testing.T) {
 		w.subscribe("s", "thread_id", "t1")
 		w.expect("subscribed", "s")
 	}
-	// A worker may follow runs, not threads.
+	// A worker may follow runs it holds, not threads, nor runs it does not
+	// hold (TestWorkerReadsOnlyItsRuns has one it holds).
 	var run tether.Run
 	v.mustDo(201, "POST", "/v1/threads/t1/runs", `{"agent":"demo","input":{"messages":[{"role":"user","content":"hi"}]},"metadata":{"demo":{"tokens":1}}}`,
 		"Authorization", "Bearer "+clientTok).json(&run)
@@ -418,7 +419,9 @@ func TestWSAuth(t *testing.T) {
 		t.Fatalf("worker thread subscription: %s", m.raw)
 	}
 	w.subscribe("s", "run_id", run.ID, "after", "-1")
-	w.expect("subscribed", "s")
+	if m := w.expect("error", "s"); m.Error.Code != "forbidden" {
+		t.Fatalf("worker subscription to the in-process agent's run: %s", m.raw)
+	}
 	w.c.Close(websocket.StatusNormalClosure, "")
 	if strings.Contains(logs.String(), clientTok) || strings.Contains(logs.String(), workerTok) {
 		t.Fatalf("a token was logged:\n%s", logs.String())

@@ -32,6 +32,9 @@ type ClaimRequest struct {
 	// their status, so a waiting run still waits on its request. A worker
 	// gets reclaimed runs with an attempt above 1.
 	Resumable bool
+	// KeyID names the API key the worker claims with (see store.Lease);
+	// the lease is bound to it. Empty without one.
+	KeyID string
 }
 
 // Claim is a run handed to a worker, with the lease it appends under.
@@ -124,7 +127,7 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 		if !ok || next.ID != q.runID {
 			return errStale
 		}
-		lease = store.Lease{Token: newToken(), Owner: req.WorkerID, ExpiresAt: p.now.Add(e.opts.LeaseTTL), Resumable: req.Resumable}
+		lease = store.Lease{Token: newToken(), Owner: req.WorkerID, KeyID: req.KeyID, ExpiresAt: p.now.Add(e.opts.LeaseTTL), Resumable: req.Resumable}
 		if req.Local {
 			lease.Node = e.opts.NodeID
 		}
@@ -208,10 +211,11 @@ type AppendResult struct {
 // all are appended or none. It also renews the lease. Errors: not_found for
 // an unknown run; conflict if the run is finished, or lease_lost if it was
 // aborted because its lease expired; lease_lost if the token is not the
-// run's current lease or it expired; bad_request or conflict for events the
-// state machine rejects.
+// run's current lease, it expired, or it was claimed with an API key
+// (this call has none); bad_request or conflict for events the state
+// machine or the worker rules (runs.WorkerRules) reject.
 func (e *Engine) Append(ctx context.Context, runID, token string, evs []*tether.Event) (*AppendResult, error) {
-	return e.ProducerAppend(ctx, runID, token, nil, evs)
+	return e.ProducerAppend(ctx, runID, Holder{Token: token}, nil, evs)
 }
 
 // ProducerAppend is Append made idempotent by a producer (nil: none). An
@@ -219,7 +223,7 @@ func (e *Engine) Append(ctx context.Context, runID, token string, evs []*tether.
 // it succeeds with Duplicate set and appends nothing, even if the run has
 // finished since, because the events are in the log. A producer error is a
 // *ProducerError.
-func (e *Engine) ProducerAppend(ctx context.Context, runID, token string, p *Producer, evs []*tether.Event) (*AppendResult, error) {
+func (e *Engine) ProducerAppend(ctx context.Context, runID string, h Holder, p *Producer, evs []*tether.Event) (*AppendResult, error) {
 	if p != nil {
 		if err := p.Check(); err != nil {
 			return nil, err
@@ -234,15 +238,15 @@ func (e *Engine) ProducerAppend(ctx context.Context, runID, token string, p *Pro
 			ev.MessageID = ev.Message.ID
 		}
 	}
-	return e.leased(ctx, runID, token, p, evs)
+	return e.leased(ctx, runID, h, p, evs)
 }
 
-// Heartbeat renews a run's lease.
-func (e *Engine) Heartbeat(ctx context.Context, runID, token string) (*AppendResult, error) {
-	return e.leased(ctx, runID, token, nil, nil)
+// Heartbeat renews a run's lease, with the errors of Append.
+func (e *Engine) Heartbeat(ctx context.Context, runID string, h Holder) (*AppendResult, error) {
+	return e.leased(ctx, runID, h, nil, nil)
 }
 
-func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer, evs []*tether.Event) (*AppendResult, error) {
+func (e *Engine) leased(ctx context.Context, runID string, h Holder, prod *Producer, evs []*tether.Event) (*AppendResult, error) {
 	var key string
 	if prod != nil {
 		key = producerKey(runID, prod.ID)
@@ -259,7 +263,7 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 				return nil, err
 			}
 		}
-		res, err := e.leasedOnce(ctx, t, runID, token, prod, key, loaded, gen, evs)
+		res, err := e.leasedOnce(ctx, t, runID, h, prod, key, loaded, gen, evs)
 		if err == errProducerReload && reloads < maxProducerReloads {
 			continue
 		}
@@ -272,7 +276,7 @@ func (e *Engine) leased(ctx context.Context, runID, token string, prod *Producer
 
 // leasedOnce is one attempt of leased, with the producer's state as loaded
 // in generation gen of the thread's speculative state.
-func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event) (*AppendResult, error) {
+func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Holder, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event) (*AppendResult, error) {
 	var res AppendResult
 	var inFlight *pending
 	o, err := e.update(ctx, t, func(p *planner) error {
@@ -313,20 +317,23 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID, token string,
 			return tether.Errorf(tether.CodeConflict, "run %s is finished (%s)", runID, r.Status)
 		}
 		l := p.lease(runID)
-		if token == "" || l.Token != token {
+		if h.Token == "" || l.Token != h.Token {
 			return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s is not yours: it expired or another worker holds it", runID)
+		}
+		if err := h.check(runID, l); err != nil {
+			return err
 		}
 		if !l.ExpiresAt.IsZero() && !p.now.Before(l.ExpiresAt) {
 			return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s expired", runID)
 		}
-		if err := p.emitAll(evs); err != nil {
+		if err := p.emitWorker(evs); err != nil {
 			return err
 		}
 		// Renew the lease; write it only when it moved enough to matter,
 		// so that a busy run does not rewrite its row on every append.
-		renewed := l
+		renewed := h.bind(l)
 		renewed.ExpiresAt = p.now.Add(e.opts.LeaseTTL)
-		if renewed.ExpiresAt.Sub(l.ExpiresAt) > e.opts.LeaseTTL/10 {
+		if renewed.ExpiresAt.Sub(l.ExpiresAt) > e.opts.LeaseTTL/10 || renewed.KeyID != l.KeyID {
 			p.setLease(runID, renewed)
 			l = renewed
 		}

@@ -207,16 +207,16 @@ func TestLeases(t *testing.T) {
 
 	_, err := e.Append(ctx, c.Run.ID, "wrong-token", answer("m2", "x"))
 	wantCode(t, err, tether.CodeLeaseLost)
-	_, err = e.Heartbeat(ctx, c.Run.ID, "")
+	_, err = e.Heartbeat(ctx, c.Run.ID, engine.Holder{})
 	wantCode(t, err, tether.CodeLeaseLost)
-	_, err = e.Heartbeat(ctx, "run_nope", c.Lease.Token)
+	_, err = e.Heartbeat(ctx, "run_nope", engine.Holder{Token: c.Lease.Token})
 	wantCode(t, err, tether.CodeNotFound)
 
 	// Heartbeats keep the run alive past its TTL.
 	for i := 0; i < 8; i++ {
 		clock.Advance(20 * time.Second)
 		time.Sleep(20 * time.Millisecond) // the sweeper has its go
-		if _, err := e.Heartbeat(ctx, c.Run.ID, c.Lease.Token); err != nil {
+		if _, err := e.Heartbeat(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
 	}

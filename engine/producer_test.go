@@ -24,7 +24,7 @@ func TestProducerRules(t *testing.T) {
 	mustRun(t, e, "t1", engine.RunRequest{})
 	c := mustClaim(t, e, "echo")
 	send := func(epoch, seq int64, evs ...*tether.Event) (*engine.AppendResult, error) {
-		return e.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "w1", Epoch: epoch, Seq: seq}, evs)
+		return e.ProducerAppend(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}, &engine.Producer{ID: "w1", Epoch: epoch, Seq: seq}, evs)
 	}
 	custom := func(name string) *tether.Event { return &tether.Event{Type: tether.EventCustom, Name: name} }
 	logLen := func() int { return len(readAll(t, st, "t1")) }
@@ -82,13 +82,13 @@ func TestProducerRules(t *testing.T) {
 	st.Close()
 	st2 := testutil.OpenStore(t, dir)
 	e2 := newEngine(t, st2, engine.Options{})
-	res, err = e2.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "w1", Epoch: 1, Seq: 1}, []*tether.Event{custom("e")})
+	res, err = e2.ProducerAppend(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}, &engine.Producer{ID: "w1", Epoch: 1, Seq: 1}, []*tether.Event{custom("e")})
 	if err != nil || !res.Duplicate {
 		t.Fatalf("duplicate after restart: %+v %v", res, err)
 	}
-	_, err = e2.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "w1", Epoch: 1, Seq: 2}, []*tether.Event{custom("f")})
+	_, err = e2.ProducerAppend(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}, &engine.Producer{ID: "w1", Epoch: 1, Seq: 2}, []*tether.Event{custom("f")})
 	wantCode(t, err, tether.CodeConflict) // the run is finished
-	_, err = e2.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "", Epoch: 0, Seq: 0}, []*tether.Event{custom("f")})
+	_, err = e2.ProducerAppend(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}, &engine.Producer{ID: "", Epoch: 0, Seq: 0}, []*tether.Event{custom("f")})
 	wantCode(t, err, tether.CodeBadRequest)
 }
 
@@ -130,7 +130,7 @@ func TestProducerRetryWhileCommitInFlight(t *testing.T) {
 	c := mustClaim(t, e, "echo")
 	custom := func(name string) *tether.Event { return &tether.Event{Type: tether.EventCustom, Name: name} }
 	send := func(ctx context.Context, seq int64, name string) (*engine.AppendResult, error) {
-		return e.ProducerAppend(ctx, c.Run.ID, c.Lease.Token, &engine.Producer{ID: "w1", Seq: seq}, []*tether.Event{custom(name)})
+		return e.ProducerAppend(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}, &engine.Producer{ID: "w1", Seq: seq}, []*tether.Event{custom(name)})
 	}
 	if _, err := send(ctx, 0, "first"); err != nil {
 		t.Fatal(err)

@@ -42,19 +42,6 @@ func (p *planner) emit(ev *tether.Event) error {
 	return nil
 }
 
-// emitAll emits events sent by a client, naming the failing one by its
-// index in the request.
-func (p *planner) emitAll(evs []*tether.Event) error {
-	for i, ev := range evs {
-		ev.TS = p.now
-		if err := p.tx.Apply(ev); err != nil {
-			return eventErr(i, ev, err)
-		}
-		p.events = append(p.events, ev)
-	}
-	return nil
-}
-
 func eventErr(i int, ev *tether.Event, err error) error {
 	var te *tether.Error
 	if errors.As(err, &te) {

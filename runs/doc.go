@@ -12,7 +12,11 @@
 // the batch to a [Tx] ([Machine.Begin]) on a speculative Machine (a
 // [Machine.Clone] of the committed one, plus batches in flight): all events
 // of the batch pass or the Tx is dropped. [WorkerEvent] checks first what a
-// worker may send at all.
+// worker may send at all, and [WorkerRules] what it may send in the state
+// the Tx sees (after a cancel request only cancelled ends the run; the
+// run's input messages are not the worker's to change). These two bind
+// workers only, never the fold: a log holding what they refuse still
+// folds. Their vectors are in testdata/worker.
 //
 // # Rules
 //

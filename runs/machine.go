@@ -35,8 +35,11 @@ type runState struct {
 // msgState is what the state machine knows of a message. tools is replaced,
 // never modified in place, so copies may share it.
 type msgState struct {
-	runID   string
-	role    tether.Role
+	runID string
+	role  tether.Role
+	// input marks the run's input: a message created while its run was
+	// pending, which only the server does (with run.created).
+	input   bool
 	status  tether.MessageStatus
 	started tether.Time
 	updated tether.Time
@@ -95,6 +98,9 @@ type MessageInfo struct {
 	RunID  string
 	Role   tether.Role
 	Status tether.MessageStatus
+	// Input is set for the run's input messages: those created while the
+	// run was pending (by the server, with the run).
+	Input bool
 }
 
 // NewMachine returns the machine of an empty thread.
@@ -212,7 +218,7 @@ func (m *Machine) RunningMessages(runID string) []string {
 }
 
 func (s *msgState) info(id string) MessageInfo {
-	return MessageInfo{ID: id, RunID: s.runID, Role: s.role, Status: s.status}
+	return MessageInfo{ID: id, RunID: s.runID, Role: s.role, Status: s.status, Input: s.input}
 }
 
 // copyRun returns a copy of r that shares no memory a caller could write

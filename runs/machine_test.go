@@ -78,7 +78,7 @@ func TestRules(t *testing.T) {
 
 		// message.created
 		{name: "message.created", prefix: pending, event: msgCreated("r1", "m0", tether.RoleUser, "hi"), check: func(t *testing.T, m *Machine) {
-			wantMsg(t, m, "m0", MessageInfo{ID: "m0", RunID: "r1", Role: tether.RoleUser, Status: tether.MessageDone})
+			wantMsg(t, m, "m0", MessageInfo{ID: "m0", RunID: "r1", Role: tether.RoleUser, Status: tether.MessageDone, Input: true})
 			wantEq(t, "running", len(m.RunningMessages("r1")), 0)
 		}},
 		{name: "message.created error status", prefix: running, event: with(msgCreated("r1", "m0", tether.RoleAssistant, "x"), func(e *tether.Event) { e.Message.Status = tether.MessageError }), check: func(t *testing.T, m *Machine) {

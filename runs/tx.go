@@ -296,6 +296,9 @@ func (tx *Tx) messageCreated(e *tether.Event) error {
 		return conflict("message %s already exists", msg.ID)
 	}
 	s := &msgState{runID: e.RunID, role: msg.Role, status: msg.Status, started: e.TS, updated: e.TS}
+	if r := tx.run(e.RunID); r != nil && r.run.Status == tether.RunPending {
+		s.input = true
+	}
 	if s.status == "" {
 		s.status = tether.MessageDone
 	}

@@ -28,3 +28,30 @@ func WorkerEvent(e *tether.Event, runID string) error {
 	}
 	return nil
 }
+
+// WorkerRules checks, beyond [WorkerEvent], what a worker may send given
+// the state tx sees (call it before tx.Apply of each event, with e.RunID
+// set). These rules bind workers only: the server's own events and events
+// already in a log are never held to them, so a log written before they
+// existed still folds.
+//
+//   - After run.cancel_requested the worker may end the run only with
+//     run.finished cancelled: done or error is conflict. A client asked
+//     for the run to stop; its outcome is the cancel, whatever the worker
+//     had ready (protocol §4, Cancel).
+//   - message.updated may not touch the run's input messages (bad_request):
+//     they are the user's words, not the worker's.
+func WorkerRules(tx *Tx, e *tether.Event) error {
+	switch e.Type {
+	case tether.EventRunFinished:
+		r, ok := tx.Run(e.RunID)
+		if ok && !r.CancelRequestedAt.IsZero() && !r.Status.Terminal() && e.Status != string(tether.RunCancelled) {
+			return conflict("a cancel of run %s was requested: finish it with status cancelled, not %s", e.RunID, q(e.Status))
+		}
+	case tether.EventMessageUpdated:
+		if m, ok := tx.Message(e.MessageID); ok && m.Input && m.RunID == e.RunID {
+			return badRequest("message %s is an input of run %s: a worker may not change it", e.MessageID, e.RunID)
+		}
+	}
+	return nil
+}

@@ -216,6 +216,11 @@ type Lease struct {
 	Token string
 	// Owner is the worker ID.
 	Owner string
+	// KeyID names the API key the lease was claimed with (an opaque digest
+	// the API makes, never the token): appends and heartbeats under another
+	// key are refused. Empty when the claim had no key (auth off, an
+	// in-process agent) or was made before leases named their key.
+	KeyID string
 	// Node is the server node that runs the run in-process, if any; such a
 	// run is aborted when that node restarts.
 	Node string

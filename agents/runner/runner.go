@@ -266,7 +266,7 @@ func (t *transport) heartbeat(ctx context.Context, every time.Duration, stop con
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			_, err := t.e.Heartbeat(ctx, t.runID, t.token)
+			_, err := t.e.Heartbeat(ctx, t.runID, engine.Holder{Token: t.token})
 			switch tether.CodeOf(err) {
 			case tether.CodeLeaseLost, tether.CodeConflict, tether.CodeNotFound:
 				stop(errLeaseLost)

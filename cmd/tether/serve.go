@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,10 +34,11 @@ import (
 
 type serveConfig struct {
 	addr, data, token, keysFile, nodeID, agent, cors, logLevel, logFormat, debugAddr string
+	allowedHosts                                                                     string
 	openaiBaseURL, openaiModel, openaiKey                                            string
 	storeURL, natsStream                                                             string
 	natsReplicas                                                                     int
-	fsync, insecure                                                                  bool
+	fsync, insecure, debugPublic                                                     bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
 	maxBody, maxEvent, maxWSSubs                                                     int
@@ -71,10 +71,12 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
 	fs.StringVar(&c.openaiModel, "openai-model", fs.envOr("TETHER_OPENAI_MODEL", ""), "model for the openai agent (runs may override it in metadata.openai.model) ($TETHER_OPENAI_MODEL)")
-	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins allowed to call the API from a browser, or * ($TETHER_CORS_ORIGINS)")
+	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser, writes included, or * ($TETHER_CORS_ORIGINS)")
 	fs.StringVar(&c.logLevel, "log-level", fs.envOr("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error ($TETHER_LOG_LEVEL)")
 	fs.StringVar(&c.logFormat, "log-format", fs.envOr("TETHER_LOG_FORMAT", "text"), "text or json ($TETHER_LOG_FORMAT)")
-	fs.StringVar(&c.debugAddr, "debug-addr", fs.envOr("TETHER_DEBUG_ADDR", ""), "if set, serve /debug/pprof on this address ($TETHER_DEBUG_ADDR)")
+	fs.StringVar(&c.allowedHosts, "allowed-hosts", fs.envOr("TETHER_ALLOWED_HOSTS", ""), "comma-separated Host names accepted besides loopback ones when listening on loopback without keys (e.g. a reverse proxy's on this machine), or * ($TETHER_ALLOWED_HOSTS)")
+	fs.StringVar(&c.debugAddr, "debug-addr", fs.envOr("TETHER_DEBUG_ADDR", ""), "if set, serve /debug/pprof on this address: loopback only unless --debug-public; with keys, for the admin token only ($TETHER_DEBUG_ADDR)")
+	debugPublic := fs.Bool("debug-public", "TETHER_DEBUG_PUBLIC", false, "allow --debug-addr on a non-loopback address (without keys, --insecure too)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -82,7 +84,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 		fmt.Fprintf(stderr, "tether serve: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
-	c.fsync, c.insecure, c.natsReplicas = *fsync, *insecure, *natsReplicas
+	c.fsync, c.insecure, c.natsReplicas, c.debugPublic = *fsync, *insecure, *natsReplicas, *debugPublic
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
@@ -108,6 +110,17 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	defer ln.Close()
 	if len(keys) == 0 && !isLoopback(ln.Addr()) && !c.insecure {
 		return fmt.Errorf("refusing to listen on %s without API keys: set --token or --keys, or pass --insecure", ln.Addr())
+	}
+	origins := splitList(c.cors)
+	if err := api.CheckOrigins(origins); err != nil {
+		return fmt.Errorf("--cors-origins: %w", err)
+	}
+	var debugLn net.Listener
+	if c.debugAddr != "" {
+		if debugLn, err = listenDebug(c.debugAddr, c.debugPublic, len(keys) > 0 || c.insecure); err != nil {
+			return err
+		}
+		defer debugLn.Close()
 	}
 
 	if err := os.MkdirAll(c.data, 0o755); err != nil {
@@ -161,7 +174,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	defer wk.Close()
 
 	srv := api.New(e, api.Options{
-		Keys: keys, CORSOrigins: splitList(c.cors), DefaultAgent: c.agent, Heartbeat: c.heartbeat,
+		Keys: keys, CORSOrigins: origins, DefaultAgent: c.agent, Heartbeat: c.heartbeat,
+		// Without keys on loopback, answer only to loopback names: a page
+		// whose name was rebound to 127.0.0.1 must not use the server
+		// through its visitor's browser (docs/operations.md, "Security").
+		LoopbackHosts: len(keys) == 0 && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
 		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout,
 		Web: app.FS(), Logger: log,
@@ -173,8 +190,15 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if c.debugAddr != "" {
-		go serveDebug(c.debugAddr, log)
+	if debugLn != nil {
+		ds := debugServer(srv.Admin(debugHandler()), log)
+		go func() {
+			if err := ds.Serve(debugLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("debug server", "err", err)
+			}
+		}()
+		defer ds.Close()
+		log.Info("debug server", "url", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}
 
 	served := make(chan error, 1)
@@ -359,17 +383,4 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json")
-}
-
-func serveDebug(addr string, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	log.Info("debug server", "addr", addr)
-	if err := http.ListenAndServe(addr, mux); err != nil {
-		log.Error("debug server", "err", err)
-	}
 }

@@ -79,6 +79,7 @@ type wireRun struct {
 	Node      string          `json:"node,omitempty"`
 	Expires   int64           `json:"expires,omitempty"` // Unix ns, 0 when unset
 	Resumable bool            `json:"resumable,omitempty"`
+	KeyID     string          `json:"key_id,omitempty"` // absent in rows written before leases named their key
 
 	// Not encoded: what the store needs of Run without decoding it.
 	id       string
@@ -91,7 +92,7 @@ func toWireRun(rr *store.RunRecord) (*wireRun, error) {
 		return nil, fmt.Errorf("natsstore: encode run %s: %w", rr.Run.ID, err)
 	}
 	w := &wireRun{Run: js, Key: rr.IdempotencyKey, Multitask: string(rr.Multitask), Token: rr.Lease.Token,
-		Owner: rr.Lease.Owner, Node: rr.Lease.Node, Resumable: rr.Lease.Resumable,
+		Owner: rr.Lease.Owner, Node: rr.Lease.Node, Resumable: rr.Lease.Resumable, KeyID: rr.Lease.KeyID,
 		id: rr.Run.ID, terminal: rr.Run.Status.Terminal()}
 	if !rr.Lease.ExpiresAt.IsZero() {
 		w.Expires = rr.Lease.ExpiresAt.UnixNano()
@@ -114,7 +115,7 @@ func (w *wireRun) init() error {
 
 func (w *wireRun) record() (*store.RunRecord, error) {
 	rr := &store.RunRecord{IdempotencyKey: w.Key, Multitask: tether.Multitask(w.Multitask),
-		Lease: store.Lease{Token: w.Token, Owner: w.Owner, Node: w.Node, Resumable: w.Resumable}}
+		Lease: store.Lease{Token: w.Token, Owner: w.Owner, Node: w.Node, Resumable: w.Resumable, KeyID: w.KeyID}}
 	if err := json.Unmarshal(w.Run, &rr.Run); err != nil {
 		return nil, fmt.Errorf("decode run: %w", err)
 	}

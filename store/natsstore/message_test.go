@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -125,4 +126,31 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A run row written before leases named their key reads with an empty
+// KeyID; a new row keeps it.
+func TestWireRunKeyID(t *testing.T) {
+	old := []byte(`{"run":{"id":"r1","thread_id":"t1","status":"running"},"token":"tok","owner":"w1","expires":1700000000000000000}`)
+	var w wireRun
+	if err := json.Unmarshal(old, &w); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := w.record()
+	if err != nil || rr.Lease.Token != "tok" || rr.Lease.Owner != "w1" || rr.Lease.KeyID != "" {
+		t.Fatalf("old row: %+v, %v", rr, err)
+	}
+	rr.Lease.KeyID = "k1"
+	nw, err := toWireRun(rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(nw)
+	var back wireRun
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if rr2, err := back.record(); err != nil || rr2.Lease.KeyID != "k1" {
+		t.Fatalf("new row %s: %+v, %v", b, rr2, err)
+	}
 }

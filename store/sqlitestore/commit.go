@@ -19,6 +19,7 @@ type encodedRun struct {
 	id, status, multitask string
 	key                   any // nil (NULL) when the run has no key
 	token, owner, node    string
+	keyID                 string
 	expires               int64
 	resumable             bool
 	json                  []byte
@@ -98,6 +99,7 @@ func encodeRun(dst *encodedRun, rr *store.RunRecord) error {
 		token:     rr.Lease.Token,
 		owner:     rr.Lease.Owner,
 		node:      rr.Lease.Node,
+		keyID:     rr.Lease.KeyID,
 		expires:   nanos(rr.Lease.ExpiresAt),
 		resumable: rr.Lease.Resumable,
 		json:      js,
@@ -183,7 +185,7 @@ func (s *Store) writeCommit(r *request) error {
 	for i := range r.runs {
 		rr := &r.runs[i]
 		if _, err := s.w.upsertRun.Exec(rr.id, b.ThreadID, rr.status, rr.key, rr.multitask,
-			rr.token, rr.owner, rr.node, rr.expires, rr.resumable, rr.json); err != nil {
+			rr.token, rr.owner, rr.node, rr.expires, rr.resumable, rr.keyID, rr.json); err != nil {
 			return fmt.Errorf("write run %s: %w", rr.id, translate(err))
 		}
 	}

@@ -257,7 +257,7 @@ func scanRun(sc scanner, rr *store.RunRecord) error {
 		expires   int64
 		js        []byte
 	)
-	if err := sc.Scan(&key, &multitask, &rr.Lease.Token, &rr.Lease.Owner, &rr.Lease.Node, &expires, &rr.Lease.Resumable, &js); err != nil {
+	if err := sc.Scan(&key, &multitask, &rr.Lease.Token, &rr.Lease.Owner, &rr.Lease.Node, &expires, &rr.Lease.Resumable, &rr.Lease.KeyID, &js); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(js, &rr.Run); err != nil {

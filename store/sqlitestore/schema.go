@@ -2,7 +2,7 @@ package sqlitestore
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a file with a
 // newer version rather than misread it.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // schema creates the tables of an empty file; every statement is idempotent
 // so that Open runs it unconditionally.
@@ -73,6 +73,7 @@ var schema = []string{
 		lease_node       TEXT NOT NULL,
 		lease_resumable  INTEGER NOT NULL DEFAULT 0,
 		lease_expires_at INTEGER NOT NULL,
+		lease_key_id     TEXT NOT NULL DEFAULT '',
 		run              BLOB NOT NULL
 	)`,
 	`CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (thread_id, idempotency_key)`,
@@ -95,6 +96,15 @@ var schema = []string{
 		offset    TEXT NOT NULL,
 		data      BLOB NOT NULL
 	)`,
+}
+
+// migrations bring a file of an older version up to schemaVersion:
+// migrations[v] takes version v to v+1. A new file gets the schema above
+// directly.
+var migrations = map[int][]string{
+	// Version 2: leases name the API key that claimed them. Rows of runs
+	// claimed before get '' (no key), which any worker key may use.
+	1: {`ALTER TABLE runs ADD COLUMN lease_key_id TEXT NOT NULL DEFAULT ''`},
 }
 
 // activeRunsWhere must appear verbatim in the ActiveRuns query so that
@@ -124,14 +134,14 @@ const (
 	sqlInsertEvents = `INSERT INTO events (id, thread, epoch, type, run_id, message_id, data) VALUES `
 	sqlUpsertRun    = `INSERT INTO runs
 		(id, thread_id, status, idempotency_key, multitask,
-		 lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, run)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, lease_key_id, run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 		 thread_id = excluded.thread_id, status = excluded.status,
 		 idempotency_key = excluded.idempotency_key, multitask = excluded.multitask,
 		 lease_token = excluded.lease_token, lease_owner = excluded.lease_owner,
 		 lease_node = excluded.lease_node, lease_expires_at = excluded.lease_expires_at,
-		 lease_resumable = excluded.lease_resumable,
+		 lease_resumable = excluded.lease_resumable, lease_key_id = excluded.lease_key_id,
 		 run = excluded.run`
 	sqlUpsertCheckpoint = `INSERT INTO checkpoints (thread_id, offset, data) VALUES (?, ?, ?)
 		ON CONFLICT (thread_id) DO UPDATE SET offset = excluded.offset, data = excluded.data`
@@ -151,7 +161,7 @@ const (
 // Statements of the reader pool.
 const (
 	threadColumns = `id, status, metadata, created_at, updated_at, last_offset, active_run_id, version`
-	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, run`
+	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, lease_key_id, run`
 
 	sqlThreadPK = `SELECT pk FROM threads WHERE id = ?`
 	// The cursor check and the thread lookup are one round trip.

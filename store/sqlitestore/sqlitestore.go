@@ -231,9 +231,18 @@ func (s *Store) migrate(ctx context.Context) error {
 		return nil
 	}
 	return s.inTx(ctx, func() error {
-		for _, q := range schema {
-			if _, err := s.wconn.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create schema: %w", err)
+		if v == 0 {
+			for _, q := range schema {
+				if _, err := s.wconn.ExecContext(ctx, q); err != nil {
+					return fmt.Errorf("create schema: %w", err)
+				}
+			}
+		}
+		for ; v > 0 && v < schemaVersion; v++ {
+			for _, q := range migrations[v] {
+				if _, err := s.wconn.ExecContext(ctx, q); err != nil {
+					return fmt.Errorf("migrate schema from version %d: %w", v, err)
+				}
 			}
 		}
 		_, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))

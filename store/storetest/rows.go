@@ -25,7 +25,7 @@ func newRun(id, threadID string, status tether.RunStatus, key string) *store.Run
 		},
 		IdempotencyKey: key,
 		Multitask:      tether.MultitaskEnqueue,
-		Lease: store.Lease{Token: "token-" + id, Owner: "worker-1", Node: "node-1",
+		Lease: store.Lease{Token: "token-" + id, Owner: "worker-1", Node: "node-1", KeyID: "key-1",
 			ExpiresAt: time.Now().Add(time.Minute), Resumable: true},
 	}
 	if status != tether.RunPending {
@@ -56,7 +56,7 @@ func sameRun(tb testing.TB, what string, got, want *store.RunRecord) {
 	gl, wl := got.Lease, want.Lease
 	if got.IdempotencyKey != want.IdempotencyKey || got.Multitask != want.Multitask ||
 		gl.Token != wl.Token || gl.Owner != wl.Owner || gl.Node != wl.Node || !gl.ExpiresAt.Equal(wl.ExpiresAt) ||
-		gl.Resumable != wl.Resumable {
+		gl.Resumable != wl.Resumable || gl.KeyID != wl.KeyID {
 		tb.Fatalf("%s: key %q multitask %q lease %+v; want %q %q %+v", what,
 			got.IdempotencyKey, got.Multitask, got.Lease, want.IdempotencyKey, want.Multitask, want.Lease)
 	}
@@ -132,7 +132,7 @@ func testRuns(t *testing.T, s *suite) {
 
 	// Replacing a run keeps its place among the active runs.
 	r1 := newRun("r1", "a", tether.RunRunning, "k1")
-	r1.Lease = store.Lease{Token: "new", Owner: "worker-2", ExpiresAt: time.Now().Add(time.Hour)}
+	r1.Lease = store.Lease{Token: "new", Owner: "worker-2", KeyID: "key-2", ExpiresAt: time.Now().Add(time.Hour)}
 	put("a", 1, r1, newRun("r2", "a", tether.RunDone, ""))
 	got, err := st.Run(ctx, "r1")
 	if err != nil {

@@ -1,0 +1,19 @@
+package api
+
+// RouteRule is a route of the table and who may call it, for the route ×
+// role test.
+type RouteRule struct {
+	Pattern string
+	// Access is one of open, wake, client, worker, run.
+	Access string
+}
+
+// RouteTable returns the server's route table.
+func RouteTable(s *Server) []RouteRule {
+	names := map[access]string{accessOpen: "open", accessWake: "wake", accessClient: "client", accessWorker: "worker", accessRun: "run"}
+	var out []RouteRule
+	for _, rt := range s.routes() {
+		out = append(out, RouteRule{rt.pattern, names[rt.access]})
+	}
+	return out
+}
