@@ -30,14 +30,28 @@ const AgentErrorCode = "agent_error"
 // Conclude finishes the run after its agent returned agentErr, unless the
 // agent finished it: cancelled if a cancel was requested, error
 // (AgentErrorCode) if the agent failed, else done.
+//
+// A cancel may be requested after the worker last looked; the server then
+// refuses any end but cancelled (conflict), and Conclude ends the run
+// cancelled, so the run does not wait out the server's cancel grace.
 func (s *Session) Conclude(ctx context.Context, agentErr error, cancelRequested bool) error {
+	var err error
 	switch {
 	case s.finished:
 		return nil
 	case cancelRequested:
 		return s.Finish(ctx, tether.RunCancelled, nil)
 	case agentErr != nil:
-		return s.Finish(ctx, tether.RunError, &tether.ErrorInfo{Code: AgentErrorCode, Message: "The agent failed."})
+		err = s.Finish(ctx, tether.RunError, &tether.ErrorInfo{Code: AgentErrorCode, Message: "The agent failed."})
+	default:
+		err = s.Finish(ctx, tether.RunDone, nil)
 	}
-	return s.Finish(ctx, tether.RunDone, nil)
+	if tether.CodeOf(err) == tether.CodeConflict {
+		// Refused, so certainly not in the log: the run is still open.
+		s.finished = false
+		if s.Finish(ctx, tether.RunCancelled, nil) == nil {
+			return nil
+		}
+	}
+	return err
 }

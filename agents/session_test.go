@@ -66,3 +66,33 @@ func TestSessionFinish(t *testing.T) {
 		t.Fatalf("emit after finish: %v", err)
 	}
 }
+
+// cancelledServer is a Transport whose run was asked to cancel after the
+// agent last looked: like the server, it refuses run.finished with any
+// status but cancelled.
+type cancelledServer struct{ recorder }
+
+func (c *cancelledServer) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
+	for _, ev := range evs {
+		if ev.Type == tether.EventRunFinished && ev.Status != string(tether.RunCancelled) {
+			return false, tether.Errorf(tether.CodeConflict, "event 0 (run.finished): a cancel was requested: the run may only end cancelled")
+		}
+	}
+	return c.recorder.Append(ctx, evs)
+}
+
+// An agent that returns just as a cancel is requested (its worker has not
+// seen the request yet) gets its run ended cancelled at once, rather than
+// left running until the server's cancel grace runs out.
+func TestConcludeAfterALateCancel(t *testing.T) {
+	for _, agentErr := range []error{nil, context.DeadlineExceeded} {
+		srv := &cancelledServer{}
+		s := agents.NewSession(tether.Run{ID: "r", Attempt: 1}, nil, srv)
+		if err := s.Conclude(context.Background(), agentErr, false); err != nil {
+			t.Fatalf("conclude (agent error %v): %v", agentErr, err)
+		}
+		if n := len(srv.events); n != 1 || srv.events[0].Status != string(tether.RunCancelled) || !s.Finished() {
+			t.Fatalf("conclude (agent error %v): %d events, last %+v; want run.finished cancelled", agentErr, n, srv.events)
+		}
+	}
+}
