@@ -27,10 +27,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // server is the handler over a real store, served by httptest.
 type server struct {
 	*httptest.Server
-	t *testing.T
+	t  *testing.T
+	st *sqlitestore.Store
 }
 
 func newServer(t *testing.T, opts durablestreams.Options) *server {
+	return newServerWith(t, streams.Options{}, wake.Options{}, opts)
+}
+
+func newServerWith(t *testing.T, so streams.Options, wo wake.Options, opts durablestreams.Options) *server {
 	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "tether.db"), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +43,9 @@ func newServer(t *testing.T, opts durablestreams.Options) *server {
 	h := hub.New(st.ReadEvents, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
-	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) }})
-	m = wake.New(svc, st, wake.Options{})
+	so.OnAppend = func(p string) { m.Notify(p) }
+	svc := streams.New(st, h, so)
+	m = wake.New(svc, st, wo)
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +55,7 @@ func newServer(t *testing.T, opts durablestreams.Options) *server {
 	opts.Wake = m
 	mux := http.NewServeMux()
 	mux.Handle(durablestreams.Prefix, durablestreams.New(svc, opts))
-	s := &server{Server: httptest.NewServer(mux), t: t}
+	s := &server{Server: httptest.NewServer(mux), t: t, st: st}
 	t.Cleanup(func() {
 		s.Close()
 		m.Close()

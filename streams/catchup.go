@@ -1,0 +1,234 @@
+package streams
+
+import (
+	"context"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// CatchUp is a catch-up read of a stream: everything from an offset up to
+// an end decided before any of it is sent (the tail, or the last whole
+// append within Options.CatchUpBytes), so that the answer's headers
+// (Stream-Next-Offset, Stream-Up-To-Date, ETag, Content-Length) can be
+// written first. Its data is then delivered a page at a time by Each, as
+// it is read from the store: a read of any size holds about
+// Options.ReadBytes in memory, never the whole stream.
+//
+// Durable Streams clients read a catch-up (live: false) as one answer, so
+// one answer reaches the tail unless the stream holds more than
+// CatchUpBytes after the offset.
+type CatchUp struct {
+	Info
+	// JSON says the items are JSON messages (a JSON stream or a thread
+	// log); else they are byte chunks to concatenate.
+	JSON bool
+	// Next is the offset after the read (Stream-Next-Offset).
+	Next string
+	// UpToDate says the read reaches the tail.
+	UpToDate bool
+	// Closed says the read reaches the end of a closed stream.
+	Closed bool
+	// Items is how many items the read holds, and Bytes their total size
+	// (without JSON framing): what an answer's Content-Length is made of.
+	Items int
+	Bytes int64
+
+	s    *Service
+	src  *source
+	head [][]byte // the first items, read while the end was decided
+	rest *cursor  // where reading goes on after head; nil if head is all
+	end  position // the last position of the read
+	// restItems and restBytes are what follows head, as the end was
+	// decided: Each checks that it reads the same again.
+	restItems int
+	restBytes int64
+}
+
+// CatchUp starts a catch-up read of a stream from offset ("-1" or empty:
+// the start; "now": the tail, no data). It reads up to the end of the
+// read, keeping the first Options.ReadBytes or so and only counting the
+// rest, which Each reads again. It extends the stream's TTL, and returns
+// the errors of Read.
+func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, error) {
+	src, err := s.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if src.v != nil {
+		s.touch(src.id, src.v, true)
+	}
+	cu := &CatchUp{Info: src.info, JSON: src.jsonMode, s: s, src: src}
+	if offset == OffsetNow {
+		cu.Next, cu.UpToDate, cu.Closed = wire(src.tail), true, src.closed
+		return cu, nil
+	}
+	if offset == "" {
+		offset = OffsetStart
+	}
+	p, err := src.position(offset)
+	if err != nil {
+		return nil, err
+	}
+	c := &cursor{segs: src.segs, after: p}
+	if c.i, err = s.locate(ctx, src.segs, p); err != nil {
+		return nil, src.offsetErr(offset, err)
+	}
+	pg := pager{max: s.opts.ReadBytes}
+	next, sawClose, buffering := p, false, true
+	// seg and prev say where each record is: its segment, and the
+	// position before it there (where a cursor that reads it again
+	// starts).
+	seg, prev := c.i, p
+	for {
+		recs, done, err := pg.next(ctx, s, c)
+		if err != nil {
+			return nil, err
+		}
+		if c.i != seg {
+			seg, prev = c.i, tether.OffsetStart
+		}
+		own := c.i == len(src.segs)-1
+		for _, r := range recs {
+			items, err := src.items(r)
+			if err != nil {
+				return nil, unreadable(err)
+			}
+			n := size(items)
+			if cu.Bytes+n > s.opts.CatchUpBytes && next != p {
+				// The bound: stop at the last whole append within it.
+				cu.Next = wire(next)
+				cu.end = next
+				return cu, nil
+			}
+			if buffering && cu.Bytes+n > int64(s.opts.ReadBytes) && next != p {
+				// Enough in memory: the rest is only counted now, and
+				// read again by Each.
+				buffering = false
+				cu.rest = &cursor{segs: src.segs, i: seg, after: prev}
+			}
+			cu.Items += len(items)
+			cu.Bytes += n
+			if buffering {
+				cu.head = append(cu.head, items...)
+			} else {
+				cu.restItems += len(items)
+				cu.restBytes += n
+			}
+			next, prev = r.Offset, r.Offset
+			if r.Type == EventClose && src.v != nil && own {
+				sawClose = true
+			}
+		}
+		if done {
+			break
+		}
+	}
+	cu.Next, cu.end, cu.UpToDate = wire(next), next, true
+	cu.Closed = sawClose || src.closed && next == src.tail
+	return cu, nil
+}
+
+// Each calls fn with the items of the read, in order, a page at a time (a
+// page is about Options.ReadBytes); fn must not keep them. It returns
+// fn's error, or the store's, or an unavailable error if the stream no
+// longer holds what CatchUp counted (it was deleted, and maybe created
+// again, meanwhile): the caller then ends its answer short, never passing
+// a part off as the whole.
+func (cu *CatchUp) Each(ctx context.Context, fn func(items [][]byte) error) error {
+	if len(cu.head) > 0 {
+		if err := fn(cu.head); err != nil {
+			return err
+		}
+	}
+	if cu.rest == nil {
+		return nil
+	}
+	s, c := cu.s, cu.rest
+	pg := pager{max: s.opts.ReadBytes}
+	items, bytes := 0, int64(0)
+	for {
+		recs, done, err := pg.next(ctx, s, c)
+		if err != nil {
+			return err
+		}
+		var page [][]byte
+		reached := false
+		for _, r := range recs {
+			if before(cu.end, r.Offset) {
+				return changed()
+			}
+			its, err := cu.src.items(r)
+			if err != nil {
+				return unreadable(err)
+			}
+			page = append(page, its...)
+			items += len(its)
+			bytes += size(its)
+			if r.Offset == cu.end {
+				reached = true
+				break
+			}
+		}
+		if items > cu.restItems || bytes > cu.restBytes {
+			return changed()
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if reached {
+			if items != cu.restItems || bytes != cu.restBytes {
+				return changed()
+			}
+			return nil
+		}
+		if done {
+			return changed()
+		}
+	}
+}
+
+// pager reads records a page at a time, sized so that a page holds about
+// max bytes: records range from a few bytes to a chunk (Options.ChunkBytes)
+// or a thread event (up to a MiB), so the number asked for follows the
+// size of the records read so far.
+type pager struct {
+	max          int
+	recs, nbytes int64 // records read so far, and their stored size
+}
+
+// firstPage is how many records a pager asks for before it knows their
+// size.
+const firstPage = 16
+
+func (pg *pager) next(ctx context.Context, s *Service, c *cursor) ([]*tether.Record, bool, error) {
+	limit := firstPage
+	if pg.recs > 0 {
+		avg := max(pg.nbytes/pg.recs, 1)
+		limit = int(min(max(int64(pg.max)/avg, 1), readPage))
+	}
+	recs, done, err := s.nextRecords(ctx, c, limit)
+	for _, r := range recs {
+		pg.recs++
+		pg.nbytes += int64(len(r.Data))
+	}
+	return recs, done, err
+}
+
+// size returns the total size of items.
+func size(items [][]byte) int64 {
+	var n int64
+	for _, it := range items {
+		n += int64(len(it))
+	}
+	return n
+}
+
+func unreadable(err error) error {
+	return &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
+}
+
+func changed() error {
+	return errorf(CodeUnavailable, "the stream changed during the read (it was deleted); read it again")
+}
