@@ -96,9 +96,8 @@ func New(svc *streams.Service, opts Options) *Handler {
 // ServeHTTP serves one request under Prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	// Browser security headers (PROTOCOL.md §10.7), on every answer.
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	// Browser security headers, on every answer (see security.go).
+	setBrowserHeaders(hd)
 	path, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if !ok {
 		writeError(w, r, errorf(http.StatusNotFound, "not_found", "not found"))

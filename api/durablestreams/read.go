@@ -145,7 +145,7 @@ type readState struct {
 // client's If-None-Match matches.
 func (h *Handler) readHeaders(w http.ResponseWriter, r *http.Request, path string, rq readQuery, st readState, cursor string) bool {
 	out := w.Header()
-	out.Set("Content-Type", st.info.ContentType)
+	setContentType(out, st.info.ContentType)
 	out.Set("Stream-Next-Offset", st.next)
 	if st.upToDate {
 		out.Set("Stream-Up-To-Date", "true")

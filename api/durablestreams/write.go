@@ -71,7 +71,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	out := w.Header()
-	out.Set("Content-Type", res.Info.ContentType)
+	setContentType(out, res.Info.ContentType)
 	out.Set("Stream-Next-Offset", res.Info.Tail)
 	if res.Info.Closed {
 		out.Set("Stream-Closed", "true")
@@ -153,7 +153,7 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	out := w.Header()
-	out.Set("Content-Type", in.ContentType)
+	setContentType(out, in.ContentType)
 	out.Set("Stream-Next-Offset", in.Tail)
 	out.Set("Cache-Control", "no-store")
 	if in.Closed {
