@@ -33,6 +33,11 @@ type Options struct {
 	// CursorInterval is the interval of Stream-Cursor values. Defaults to
 	// 20s.
 	CursorInterval time.Duration
+	// BaseURL is the server's URL as clients reach it (e.g.
+	// https://tether.example.com): the Location of a new stream is built
+	// from it, never from the request's Host header (which the requester
+	// chooses). Defaults to none: Location is then the path alone.
+	BaseURL string
 	// Wake, if set, serves the reserved subscription APIs under __ds/;
 	// without it they answer 404.
 	Wake *wake.Manager

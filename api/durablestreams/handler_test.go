@@ -75,6 +75,10 @@ func (s *server) do(method, path, body string, headers ...string) (*http.Respons
 	}
 	req, _ := http.NewRequest(method, s.URL+durablestreams.Prefix+path, rd)
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -97,7 +101,7 @@ func TestHTTPBasics(t *testing.T) {
 	s := newServer(t, durablestreams.Options{})
 	resp, body := s.do("PUT", "t/a", "hello", "Content-Type", "text/plain")
 	s.want(resp, body, 201)
-	if resp.Header.Get("Location") != s.URL+"/v1/stream/t/a" || resp.Header.Get("Content-Type") != "text/plain" {
+	if resp.Header.Get("Location") != "/v1/stream/t/a" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("PUT headers: %v", resp.Header)
 	}
 	first := resp.Header.Get("Stream-Next-Offset")

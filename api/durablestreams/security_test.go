@@ -1,10 +1,17 @@
 package durablestreams_test
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherhq/tether/api/durablestreams"
+	"github.com/tetherhq/tether/streams"
+	"github.com/tetherhq/tether/streams/wake"
 )
 
 // TestHTTPActiveContentIsNeverRendered: a stream is served on the API's
@@ -70,5 +77,54 @@ func TestHTTPActiveContentIsNeverRendered(t *testing.T) {
 	resp, _ := s.do("GET", "missing", "")
 	if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "sandbox") {
 		t.Errorf("404: %v", resp.Header)
+	}
+}
+
+// TestHTTPURLsIgnoreTheHostHeader: the URLs the server gives out (a new
+// stream's Location, a subscription's JWKS and callback URLs, which are
+// sent to webhook receivers with a token) are never built from the
+// request's Host header, which whoever sends the request chooses: they
+// come from the configured base URL, or are relative.
+func TestHTTPURLsIgnoreTheHostHeader(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	resp, body := s.do("PUT", "loc/a b", "", "Content-Type", "text/plain", "Host", "evil.example")
+	s.want(resp, body, 201)
+	if loc := resp.Header.Get("Location"); loc != "/v1/stream/loc/a%20b" {
+		t.Errorf("Location without a base URL: %q", loc)
+	}
+
+	const base = "https://tether.example"
+	s = newServerWith(t, streams.Options{}, wake.Options{BaseURL: base, AllowLoopback: true}, durablestreams.Options{BaseURL: base + "/"})
+	resp, body = s.do("PUT", "loc/a", "", "Content-Type", "text/plain", "Host", "evil.example")
+	s.want(resp, body, 201)
+	if loc := resp.Header.Get("Location"); loc != base+"/v1/stream/loc/a" {
+		t.Errorf("Location %q", loc)
+	}
+	hooks := make(chan []byte, 10)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hooks <- b
+	}))
+	defer rcv.Close()
+	sub := `{"type":"webhook","pattern":"hooked/*","webhook":{"url":"` + rcv.URL + `/x"}}`
+	resp, body = s.do("PUT", "__ds/subscriptions/h1", sub, "Content-Type", "application/json", "Host", "evil.example")
+	s.want(resp, body, 201)
+	resp, body = s.do("GET", "__ds/subscriptions/h1", "")
+	s.want(resp, body, 200)
+	if strings.Contains(body, "evil") || !strings.Contains(body, `"jwks_url":"`+base+`/v1/stream/__ds/jwks.json"`) {
+		t.Errorf("subscription %s", body)
+	}
+	resp, body = s.do("PUT", "hooked/a", "{}", "Content-Type", "application/json", "Host", "evil.example")
+	s.want(resp, body, 201)
+	var n struct {
+		CallbackURL string `json:"callback_url"`
+	}
+	select {
+	case b := <-hooks:
+		if err := json.Unmarshal(b, &n); err != nil || n.CallbackURL != base+"/v1/stream/__ds/subscriptions/h1/callback" {
+			t.Errorf("notification %s", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook")
 	}
 }
