@@ -1,7 +1,9 @@
 package streams
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -28,20 +30,20 @@ type CatchUp struct {
 	UpToDate bool
 	// Closed says the read reaches the end of a closed stream.
 	Closed bool
-	// Items is how many items the read holds, and Bytes their total size
-	// (without JSON framing): what an answer's Content-Length is made of.
-	Items int
-	Bytes int64
+	// Chunks is how many chunks Each delivers, and Bytes their total size:
+	// what an answer's Content-Length is made of (see Each).
+	Chunks int
+	Bytes  int64
 
 	s    *Service
 	src  *source
-	head [][]byte // the first items, read while the end was decided
+	head [][]byte // the first chunks, read while the end was decided
 	rest *cursor  // where reading goes on after head; nil if head is all
 	end  position // the last position of the read
-	// restItems and restBytes are what follows head, as the end was
+	// restChunks and restBytes are what follows head, as the end was
 	// decided: Each checks that it reads the same again.
-	restItems int
-	restBytes int64
+	restChunks int
+	restBytes  int64
 }
 
 // CatchUp starts a catch-up read of a stream from offset ("-1" or empty:
@@ -89,11 +91,10 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 		}
 		own := c.i == len(src.segs)-1
 		for _, r := range recs {
-			items, err := src.items(r)
+			n, err := src.chunkSize(r)
 			if err != nil {
 				return nil, unreadable(err)
 			}
-			n := size(items)
 			if cu.Bytes+n > s.opts.CatchUpBytes && next != p {
 				// The bound: stop at the last whole append within it.
 				cu.Next = wire(next)
@@ -106,13 +107,19 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 				buffering = false
 				cu.rest = &cursor{segs: src.segs, i: seg, after: prev}
 			}
-			cu.Items += len(items)
-			cu.Bytes += n
-			if buffering {
-				cu.head = append(cu.head, items...)
-			} else {
-				cu.restItems += len(items)
-				cu.restBytes += n
+			if n > 0 {
+				cu.Chunks++
+				cu.Bytes += n
+				if buffering {
+					c, err := src.chunk(r)
+					if err != nil {
+						return nil, unreadable(err)
+					}
+					cu.head = append(cu.head, c)
+				} else {
+					cu.restChunks++
+					cu.restBytes += n
+				}
 			}
 			next, prev = r.Offset, r.Offset
 			if r.Type == EventClose && src.v != nil && own {
@@ -128,13 +135,19 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 	return cu, nil
 }
 
-// Each calls fn with the items of the read, in order, a page at a time (a
-// page is about Options.ReadBytes); fn must not keep them. It returns
-// fn's error, or the store's, or an unavailable error if the stream no
-// longer holds what CatchUp counted (it was deleted, and maybe created
-// again, meanwhile): the caller then ends its answer short, never passing
-// a part off as the whole.
-func (cu *CatchUp) Each(ctx context.Context, fn func(items [][]byte) error) error {
+// Each calls fn with the data of the read, in order, in chunks, a page of
+// them at a time (a page is about Options.ReadBytes); fn must not keep
+// them. A chunk is never empty. For a byte stream, the chunks are bytes
+// to concatenate. For a JSON stream or a thread log, each chunk is one or
+// more JSON messages separated by commas (a part of a JSON array, without
+// its brackets): the read's array is "[", the chunks joined by ",", "]".
+// So the data is written as stored, without splitting it into messages.
+//
+// Each returns fn's error, or the store's, or an unavailable error if the
+// stream no longer holds what CatchUp counted (it was deleted, and maybe
+// created again, meanwhile): the caller then ends its answer short, never
+// passing a part off as the whole.
+func (cu *CatchUp) Each(ctx context.Context, fn func(chunks [][]byte) error) error {
 	if len(cu.head) > 0 {
 		if err := fn(cu.head); err != nil {
 			return err
@@ -145,7 +158,7 @@ func (cu *CatchUp) Each(ctx context.Context, fn func(items [][]byte) error) erro
 	}
 	s, c := cu.s, cu.rest
 	pg := pager{max: s.opts.ReadBytes}
-	items, bytes := 0, int64(0)
+	chunks, nbytes := 0, int64(0)
 	for {
 		recs, done, err := pg.next(ctx, s, c)
 		if err != nil {
@@ -157,19 +170,21 @@ func (cu *CatchUp) Each(ctx context.Context, fn func(items [][]byte) error) erro
 			if before(cu.end, r.Offset) {
 				return changed()
 			}
-			its, err := cu.src.items(r)
+			c, err := cu.src.chunk(r)
 			if err != nil {
 				return unreadable(err)
 			}
-			page = append(page, its...)
-			items += len(its)
-			bytes += size(its)
+			if len(c) > 0 {
+				page = append(page, c)
+				chunks++
+				nbytes += int64(len(c))
+			}
 			if r.Offset == cu.end {
 				reached = true
 				break
 			}
 		}
-		if items > cu.restItems || bytes > cu.restBytes {
+		if chunks > cu.restChunks || nbytes > cu.restBytes {
 			return changed()
 		}
 		if len(page) > 0 {
@@ -178,7 +193,7 @@ func (cu *CatchUp) Each(ctx context.Context, fn func(items [][]byte) error) erro
 			}
 		}
 		if reached {
-			if items != cu.restItems || bytes != cu.restBytes {
+			if chunks != cu.restChunks || nbytes != cu.restBytes {
 				return changed()
 			}
 			return nil
@@ -216,13 +231,44 @@ func (pg *pager) next(ctx context.Context, s *Service, c *cursor) ([]*tether.Rec
 	return recs, done, err
 }
 
-// size returns the total size of items.
-func size(items [][]byte) int64 {
-	var n int64
-	for _, it := range items {
-		n += int64(len(it))
+// chunk returns the data a record holds for a catch-up read (see Each):
+// for a thread log, the event; for a JSON stream, the inside of the array
+// of its messages; for a byte stream, its bytes. Events without data give
+// none.
+func (src *source) chunk(r *tether.Record) ([]byte, error) {
+	switch {
+	case src.v == nil:
+		return r.Data, nil
+	case r.Type != EventData:
+		return nil, nil
 	}
-	return n
+	d, err := eventData(r)
+	if err != nil {
+		return nil, err
+	}
+	if !src.jsonMode {
+		return decodeBytes(r, d)
+	}
+	d = bytes.TrimSpace(d)
+	if len(d) < 2 || d[0] != '[' || d[len(d)-1] != ']' {
+		return nil, fmt.Errorf("decode event %s: the data is not a JSON array", r.Offset)
+	}
+	return bytes.TrimSpace(d[1 : len(d)-1]), nil
+}
+
+// chunkSize returns the size of what chunk returns, without decoding
+// bytes.
+func (src *source) chunkSize(r *tether.Record) (int64, error) {
+	if src.v != nil && r.Type == EventData && !src.jsonMode {
+		d, err := eventData(r)
+		if err != nil {
+			return 0, err
+		}
+		n, err := decodedLen(r, d)
+		return int64(n), err
+	}
+	c, err := src.chunk(r)
+	return int64(len(c)), err
 }
 
 func unreadable(err error) error {

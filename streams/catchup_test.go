@@ -32,8 +32,13 @@ func (e *env) catchUp(path, offset string) (*streams.CatchUp, [][]byte) {
 	if err != nil {
 		e.t.Fatalf("catch up %s from %s: %v", path, offset, err)
 	}
-	if len(items) != cu.Items || n != cu.Bytes {
-		e.t.Fatalf("catch up %s from %s: %d items of %d bytes, announced %d of %d", path, offset, len(items), n, cu.Items, cu.Bytes)
+	if len(items) != cu.Chunks || n != cu.Bytes {
+		e.t.Fatalf("catch up %s from %s: %d chunks of %d bytes, announced %d of %d", path, offset, len(items), n, cu.Chunks, cu.Bytes)
+	}
+	for _, it := range items {
+		if len(it) == 0 {
+			e.t.Fatalf("catch up %s from %s: an empty chunk", path, offset)
+		}
 	}
 	return cu, items
 }

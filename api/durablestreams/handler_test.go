@@ -27,15 +27,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // server is the handler over a real store, served by httptest.
 type server struct {
 	*httptest.Server
-	t  *testing.T
+	t  testing.TB
 	st *sqlitestore.Store
 }
 
-func newServer(t *testing.T, opts durablestreams.Options) *server {
+func newServer(t testing.TB, opts durablestreams.Options) *server {
 	return newServerWith(t, streams.Options{}, wake.Options{}, opts)
 }
 
-func newServerWith(t *testing.T, so streams.Options, wo wake.Options, opts durablestreams.Options) *server {
+func newServerWith(t testing.TB, so streams.Options, wo wake.Options, opts durablestreams.Options) *server {
 	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "tether.db"), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, path string, r
 	}
 	n := cu.Bytes
 	if cu.JSON {
-		n += 2 + int64(max(cu.Items-1, 0)) // [ , ]
+		n += 2 + int64(max(cu.Chunks-1, 0)) // [ , ]
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 	w.WriteHeader(http.StatusOK)
@@ -95,13 +95,13 @@ func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, path string, r
 	if cu.JSON {
 		buf = append(buf, '[')
 	}
-	err = cu.Each(ctx, func(items [][]byte) error {
-		for _, it := range items {
+	err = cu.Each(ctx, func(chunks [][]byte) error {
+		for _, c := range chunks {
 			if cu.JSON && !first {
 				buf = append(buf, ',')
 			}
 			first = false
-			buf = append(buf, it...)
+			buf = append(buf, c...)
 		}
 		err := h.write(w, rc, buf)
 		buf = buf[:0]
