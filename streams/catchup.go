@@ -204,33 +204,6 @@ func (cu *CatchUp) Each(ctx context.Context, fn func(chunks [][]byte) error) err
 	}
 }
 
-// pager reads records a page at a time, sized so that a page holds about
-// max bytes: records range from a few bytes to a chunk (Options.ChunkBytes)
-// or a thread event (up to a MiB), so the number asked for follows the
-// size of the records read so far.
-type pager struct {
-	max          int
-	recs, nbytes int64 // records read so far, and their stored size
-}
-
-// firstPage is how many records a pager asks for before it knows their
-// size.
-const firstPage = 16
-
-func (pg *pager) next(ctx context.Context, s *Service, c *cursor) ([]*tether.Record, bool, error) {
-	limit := firstPage
-	if pg.recs > 0 {
-		avg := max(pg.nbytes/pg.recs, 1)
-		limit = int(min(max(int64(pg.max)/avg, 1), readPage))
-	}
-	recs, done, err := s.nextRecords(ctx, c, limit)
-	for _, r := range recs {
-		pg.recs++
-		pg.nbytes += int64(len(r.Data))
-	}
-	return recs, done, err
-}
-
 // chunk returns the data a record holds for a catch-up read (see Each):
 // for a thread log, the event; for a JSON stream, the inside of the array
 // of its messages; for a byte stream, its bytes. Events without data give
