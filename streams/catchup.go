@@ -111,11 +111,11 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 				cu.Chunks++
 				cu.Bytes += n
 				if buffering {
-					c, err := src.chunk(r)
+					ch, err := src.chunk(r)
 					if err != nil {
 						return nil, unreadable(err)
 					}
-					cu.head = append(cu.head, c)
+					cu.head = append(cu.head, ch)
 				} else {
 					cu.restChunks++
 					cu.restBytes += n
@@ -170,14 +170,14 @@ func (cu *CatchUp) Each(ctx context.Context, fn func(chunks [][]byte) error) err
 			if before(cu.end, r.Offset) {
 				return changed()
 			}
-			c, err := cu.src.chunk(r)
+			ch, err := cu.src.chunk(r)
 			if err != nil {
 				return unreadable(err)
 			}
-			if len(c) > 0 {
-				page = append(page, c)
+			if len(ch) > 0 {
+				page = append(page, ch)
 				chunks++
-				nbytes += int64(len(c))
+				nbytes += int64(len(ch))
 			}
 			if r.Offset == cu.end {
 				reached = true
