@@ -62,6 +62,10 @@ type Options struct {
 	// Wake, if set, serves the Durable Streams subscription APIs under
 	// /v1/stream/__ds/.
 	Wake *wake.Manager
+	// PublicURL is the server's URL as clients reach it; the Location of a
+	// new Durable Stream is built from it (never from the Host header).
+	// Defaults to none: Location is then a path.
+	PublicURL string
 	// LongPollTimeout is how long a Durable Streams long poll waits for
 	// data. Defaults to 30s.
 	LongPollTimeout time.Duration
@@ -180,7 +184,7 @@ func (s *Server) routes() []route {
 	if s.opts.Streams != nil {
 		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
-			Wake: s.opts.Wake, Stopping: s.stopping, Logger: s.log,
+			Wake: s.opts.Wake, BaseURL: s.opts.PublicURL, Stopping: s.stopping, Logger: s.log,
 			Live: s.live,
 		})
 		// Every stream, thread log (threads/) and subscription (__ds/) is

@@ -130,3 +130,58 @@ describe("@durable-streams/client against Tether", () => {
     expect(await res2.text()).toBe("world")
   })
 })
+
+// A catch-up read (live: false) is one response: the reference client reads
+// one answer and stops, so a server that paged its catch-up answers would
+// hand it a prefix of any stream over a page (1 MiB here, before).
+describe("@durable-streams/client reads a large stream whole with live: false", () => {
+  const MB = 1 << 20
+
+  test("a 5 MB JSON stream", async () => {
+    const url = `${base}/v1/stream/interop/large-json-${unique()}`
+    await DurableStream.create({ url, contentType: "application/json" })
+    const pad = "x".repeat(1000)
+    const want = []
+    // Five appends of 1,000 messages of about 1 KB each: a POSTed array is
+    // flattened one level, each element a message (the client's append
+    // would send each batch as one message).
+    for (let a = 0; a < 5; a++) {
+      const batch = []
+      for (let i = 0; i < 1000; i++) batch.push({ n: a * 1000 + i, pad })
+      want.push(...batch)
+      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(batch) })
+      expect(res.status).toBe(204)
+    }
+    const res = await stream({ url, offset: "-1", live: false })
+    const got = await res.json()
+    expect(JSON.stringify(got).length).toBeGreaterThan(5 * 1000 * 1000)
+    expect(got.length).toBe(want.length)
+    expect(got.map((m) => m.n)).toEqual(want.map((m) => m.n))
+    expect(res.upToDate).toBe(true)
+    // The answer ends at the tail: reading on from it gives nothing.
+    const rest = await (await stream({ url, offset: res.offset, live: false })).json()
+    expect(rest).toEqual([])
+  })
+
+  test("a 5 MB byte stream, as bytes and as text", async () => {
+    const url = `${base}/v1/stream/interop/large-bytes-${unique()}`
+    const handle = await DurableStream.create({ url, contentType: "application/octet-stream" })
+    const want = new Uint8Array(5 * MB + 12345)
+    for (let i = 0; i < want.length; i++) want[i] = (i * 7919 + (i >> 13)) & 0xff
+    // Appends under the server's 4 MiB body limit.
+    for (let at = 0; at < want.length; at += MB) await handle.append(want.subarray(at, Math.min(at + MB, want.length)))
+    const res = await stream({ url, offset: "-1", live: false })
+    const got = await res.body()
+    expect(got.length).toBe(want.length)
+    expect(Buffer.compare(Buffer.from(got), Buffer.from(want))).toBe(0)
+    expect(res.upToDate).toBe(true)
+
+    const textUrl = `${base}/v1/stream/interop/large-text-${unique()}`
+    const text = await DurableStream.create({ url: textUrl, contentType: "text/plain" })
+    const line = "0123456789abcdefghijklmnopqrstuvwxyz\n".repeat(1000)
+    for (let i = 0; i < 140; i++) await text.append(line)
+    const whole = await (await stream({ url: textUrl, offset: "-1", live: false })).text()
+    expect(whole.length).toBe(140 * line.length)
+    expect(whole).toBe(line.repeat(140))
+  })
+})

@@ -6,7 +6,8 @@
 // protocol over HTTP; package streams/wake adds its subscriptions.
 //
 // Start with New (the store, and the hub its commits are published to),
-// then Start; use Create, Append, Read, Follow, Head and Delete.
+// then Start; use Create, Append, CatchUp (a catch-up read, whole), Read (a
+// page, for live reads), Follow, Head and Delete.
 //
 // # How a stream is stored
 //
@@ -79,6 +80,12 @@
 // position of the stream (from another stream, or a stream deleted and
 // created again) is refused (410 before the tail, 400 past it), never
 // answered with a guess.
+//
+// A catch-up read (CatchUp) reaches the tail in one answer, up to
+// Options.CatchUpBytes, holding only about Options.ReadBytes in memory:
+// it reads ahead to decide its end (an answer's headers go first), then
+// reads what it did not keep again as it is written, so what follows the
+// first ReadBytes is read from the store twice.
 //
 // Expired streams are refused from the moment they expire and removed by
 // the sweeper (every Options.SweepInterval), which scans every stream's

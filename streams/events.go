@@ -2,8 +2,10 @@ package streams
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -41,13 +43,13 @@ func decodeItems(r *tether.Record, jsonMode bool) ([][]byte, error) {
 	if r.Type != EventData {
 		return nil, nil
 	}
-	var rec record
-	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+	data, err := eventData(r)
+	if err != nil {
+		return nil, err
 	}
 	if jsonMode {
 		var msgs []json.RawMessage
-		if err := json.Unmarshal(rec.Data, &msgs); err != nil {
+		if err := json.Unmarshal(data, &msgs); err != nil {
 			return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
 		}
 		out := make([][]byte, len(msgs))
@@ -56,11 +58,131 @@ func decodeItems(r *tether.Record, jsonMode bool) ([][]byte, error) {
 		}
 		return out, nil
 	}
-	var b []byte
-	if err := json.Unmarshal(rec.Data, &b); err != nil {
-		return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+	b, err := decodeBytes(r, data)
+	if err != nil {
+		return nil, err
 	}
 	return [][]byte{b}, nil
+}
+
+// eventData returns the data of a stored data event. Catch-up reads go
+// through every byte of a stream (twice past their first MiB), so the
+// layout this package writes is read directly, without decoding the whole
+// event (which costs as much again as the data): a data event has only a
+// type, a time and data, so it is stored (tether.Event.Encode, then the
+// offset added first) as {"offset":"…","type":"ds.data","ts":"…","data":…}.
+// Anything else is decoded. (TestEventLayout checks the layout.)
+func eventData(r *tether.Record) (json.RawMessage, error) {
+	if d, ok := layoutData(r.Data); ok {
+		return d, nil
+	}
+	var rec record
+	if err := json.Unmarshal(r.Data, &rec); err != nil {
+		return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+	}
+	return rec.Data, nil
+}
+
+// layoutData returns the data of an event stored in the layout of a data
+// event (see eventData).
+func layoutData(b []byte) (json.RawMessage, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"offset":"`))
+	if !ok {
+		return nil, false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || strings.Trim(string(rest[:i]), "0123456789_") != "" {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","type":"`+EventData+`","ts":"`)); !ok {
+		return nil, false
+	}
+	if i = bytes.IndexAny(rest, `"\`); i < 0 || rest[i] != '"' {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","data":`)); !ok || len(rest) < 3 || rest[len(rest)-1] != '}' {
+		return nil, false
+	}
+	d := rest[:len(rest)-1]
+	if d[0] == '[' && closes(d) || isPlainString(d) {
+		return d, true
+	}
+	return nil, false
+}
+
+// closes reports whether the JSON array or object that d starts with ends
+// exactly at the end of d (no other field follows it). It only follows
+// strings and brackets: d is JSON this package wrote.
+func closes(d []byte) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+			if depth == 0 {
+				return i == len(d)-1
+			}
+		}
+	}
+	return false
+}
+
+// isPlainString reports whether d is a JSON string without escapes (as
+// base64 in JSON always is).
+func isPlainString(d []byte) bool {
+	return len(d) >= 2 && d[0] == '"' && d[len(d)-1] == '"' && bytes.IndexByte(d[1:len(d)-1], '"') < 0 &&
+		bytes.IndexByte(d, '\\') < 0
+}
+
+// decodeBytes decodes the data of a byte stream's event: its bytes in
+// base64, a JSON string.
+func decodeBytes(r *tether.Record, data json.RawMessage) ([]byte, error) {
+	if isPlainString(data) {
+		enc := data[1 : len(data)-1]
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+		n, err := base64.StdEncoding.Decode(out, enc)
+		if err != nil {
+			return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+		}
+		return out[:n], nil
+	}
+	var b []byte
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+	}
+	return b, nil
+}
+
+// decodedLen returns the length of the bytes that decodeBytes returns,
+// without decoding them when it can.
+func decodedLen(r *tether.Record, data json.RawMessage) (int, error) {
+	if isPlainString(data) {
+		enc := data[1 : len(data)-1]
+		n := len(enc) / 4 * 3
+		if len(enc)%4 != 0 {
+			return 0, fmt.Errorf("decode event %s: base64 of %d bytes", r.Offset, len(enc))
+		}
+		if len(enc) > 0 && enc[len(enc)-1] == '=' {
+			n--
+			if enc[len(enc)-2] == '=' {
+				n--
+			}
+		}
+		return n, nil
+	}
+	b, err := decodeBytes(r, data)
+	return len(b), err
 }
 
 // dataEvents returns the events that store body: JSON messages grouped

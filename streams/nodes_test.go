@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -556,5 +557,39 @@ func (r reader) text(t *testing.T, path string) (string, error) {
 			return out, nil
 		}
 		off = res.Next
+	}
+}
+
+// A catch-up read on a shared store, through another node than the
+// writer's, of a fork over a MiB (ReadBytes): the part past what it keeps
+// in memory is read again from JetStream, across the fork's segments.
+func TestNodesCatchUp(t *testing.T) {
+	ns := cluster(t, 2, nil)
+	a, b := ns[0], ns[1]
+	ctx := ctxT(t)
+	part := func(c byte) []byte { return bytes.Repeat([]byte{c}, 700<<10) }
+	if _, err := a.svc.Create(ctx, streams.CreateRequest{Path: "big", ContentType: "application/octet-stream", Body: part('a')}); err != nil {
+		t.Fatal(err)
+	}
+	a.append(t, streams.AppendRequest{Path: "big", ContentType: "application/octet-stream", Body: part('b')})
+	if _, err := a.svc.Create(ctx, streams.CreateRequest{Path: "big-fork", ForkedFrom: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	a.append(t, streams.AppendRequest{Path: "big", ContentType: "application/octet-stream", Body: part('x')})
+	mid := a.append(t, streams.AppendRequest{Path: "big-fork", ContentType: "application/octet-stream", Body: part('c')}).Tail
+	a.append(t, streams.AppendRequest{Path: "big-fork", ContentType: "application/octet-stream", Body: part('d')})
+	whole := slices.Concat(part('a'), part('b'), part('c'), part('d'))
+	for off, want := range map[string][]byte{"-1": whole, mid: part('d')} {
+		cu, err := b.svc.CatchUp(ctx, "big-fork", off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := cu.Each(ctx, func(items [][]byte) error { got = append(got, bytes.Join(items, nil)...); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) || !cu.UpToDate || cu.Bytes != int64(len(want)) {
+			t.Fatalf("from %s: %d bytes (announced %d), want %d; up to date %v", off, len(got), cu.Bytes, len(want), cu.UpToDate)
+		}
 	}
 }

@@ -103,6 +103,33 @@ func (s *Service) nextRecords(ctx context.Context, c *cursor, limit int) (recs [
 	}
 }
 
+// pager reads records a page at a time, sized so that a page holds about
+// max bytes: records range from a few bytes to a chunk (Options.ChunkBytes)
+// or a thread event (up to a MiB), so the number asked for follows the
+// size of the records read so far.
+type pager struct {
+	max          int
+	recs, nbytes int64 // records read so far, and their stored size
+}
+
+// firstPage is how many records a pager asks for before it knows their
+// size.
+const firstPage = 16
+
+func (pg *pager) next(ctx context.Context, s *Service, c *cursor) ([]*tether.Record, bool, error) {
+	limit := firstPage
+	if pg.recs > 0 {
+		avg := max(pg.nbytes/pg.recs, 1)
+		limit = int(min(max(int64(pg.max)/avg, 1), readPage))
+	}
+	recs, done, err := s.nextRecords(ctx, c, limit)
+	for _, r := range recs {
+		pg.recs++
+		pg.nbytes += int64(len(r.Data))
+	}
+	return recs, done, err
+}
+
 // source is a readable stream as of one read.
 type source struct {
 	id       string // its own log
@@ -247,8 +274,9 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 		return nil, src.offsetErr(offset, err)
 	}
 	next, size, sawClose := p, 0, false
+	pg := pager{max: s.opts.ReadBytes}
 	for {
-		recs, done, err := s.nextRecords(ctx, c, readPage)
+		recs, done, err := pg.next(ctx, s, c)
 		if err != nil {
 			return nil, err
 		}
@@ -290,7 +318,8 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 	return res, nil
 }
 
-// readPage is how many records a read asks the store for at a time.
+// readPage is the most records a read asks the store for at a time (see
+// pager).
 const readPage = 256
 
 // position parses a client's offset for this stream.

@@ -26,9 +26,15 @@ type Options struct {
 	// ChunkBytes bounds the data of one stored event; a larger append is
 	// stored as several events, committed together. Defaults to 256 KiB.
 	ChunkBytes int
-	// ReadBytes is about the most data one catch-up read returns (at least
-	// one event is always returned). Defaults to 1 MiB.
+	// ReadBytes is about the most data one Read returns (at least one
+	// event is always returned; live reads page by it), and about what a
+	// CatchUp holds in memory at a time. Defaults to 1 MiB.
 	ReadBytes int
+	// CatchUpBytes bounds the data of one CatchUp (a catch-up answer): it
+	// ends at the last whole append within the bound (at least one is
+	// always returned), short of the tail, and the client reads on from
+	// its end. Defaults to 64 MiB, far above what a chat's stream holds.
+	CatchUpBytes int64
 	// MaxStreams is how many stream states are kept in memory; idle ones
 	// beyond it are dropped and read again from the store when needed.
 	// Defaults to 10,000.
@@ -59,6 +65,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReadBytes <= 0 {
 		o.ReadBytes = 1 << 20
+	}
+	if o.CatchUpBytes <= 0 {
+		o.CatchUpBytes = 64 << 20
 	}
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = 10000

@@ -33,6 +33,11 @@ type Options struct {
 	// CursorInterval is the interval of Stream-Cursor values. Defaults to
 	// 20s.
 	CursorInterval time.Duration
+	// BaseURL is the server's URL as clients reach it (e.g.
+	// https://tether.example.com): the Location of a new stream is built
+	// from it, never from the request's Host header (which the requester
+	// chooses). Defaults to none: Location is then the path alone.
+	BaseURL string
 	// Wake, if set, serves the reserved subscription APIs under __ds/;
 	// without it they answer 404.
 	Wake *wake.Manager
@@ -96,9 +101,8 @@ func New(svc *streams.Service, opts Options) *Handler {
 // ServeHTTP serves one request under Prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	// Browser security headers (PROTOCOL.md §10.7), on every answer.
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	// Browser security headers, on every answer (see security.go).
+	setBrowserHeaders(hd)
 	path, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if !ok {
 		writeError(w, r, errorf(http.StatusNotFound, "not_found", "not found"))

@@ -27,10 +27,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // server is the handler over a real store, served by httptest.
 type server struct {
 	*httptest.Server
-	t *testing.T
+	t  testing.TB
+	st *sqlitestore.Store
 }
 
-func newServer(t *testing.T, opts durablestreams.Options) *server {
+func newServer(t testing.TB, opts durablestreams.Options) *server {
+	return newServerWith(t, streams.Options{}, wake.Options{}, opts)
+}
+
+func newServerWith(t testing.TB, so streams.Options, wo wake.Options, opts durablestreams.Options) *server {
 	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "tether.db"), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +43,9 @@ func newServer(t *testing.T, opts durablestreams.Options) *server {
 	h := hub.New(st.ReadEvents, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
-	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) }})
-	m = wake.New(svc, st, wake.Options{})
+	so.OnAppend = func(p string) { m.Notify(p) }
+	svc := streams.New(st, h, so)
+	m = wake.New(svc, st, wo)
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +55,7 @@ func newServer(t *testing.T, opts durablestreams.Options) *server {
 	opts.Wake = m
 	mux := http.NewServeMux()
 	mux.Handle(durablestreams.Prefix, durablestreams.New(svc, opts))
-	s := &server{Server: httptest.NewServer(mux), t: t}
+	s := &server{Server: httptest.NewServer(mux), t: t, st: st}
 	t.Cleanup(func() {
 		s.Close()
 		m.Close()
@@ -69,6 +75,10 @@ func (s *server) do(method, path, body string, headers ...string) (*http.Respons
 	}
 	req, _ := http.NewRequest(method, s.URL+durablestreams.Prefix+path, rd)
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -91,7 +101,7 @@ func TestHTTPBasics(t *testing.T) {
 	s := newServer(t, durablestreams.Options{})
 	resp, body := s.do("PUT", "t/a", "hello", "Content-Type", "text/plain")
 	s.want(resp, body, 201)
-	if resp.Header.Get("Location") != s.URL+"/v1/stream/t/a" || resp.Header.Get("Content-Type") != "text/plain" {
+	if resp.Header.Get("Location") != "/v1/stream/t/a" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("PUT headers: %v", resp.Header)
 	}
 	first := resp.Header.Get("Stream-Next-Offset")

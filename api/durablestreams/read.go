@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tetherhq/tether/streams"
 )
@@ -58,24 +60,97 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
 		h.longPoll(w, r, path, rq)
 		return
 	}
-	res, err := h.svc.Read(r.Context(), path, rq.offset)
+	h.catchUp(w, r, path, rq)
+}
+
+// catchUp answers a catch-up read: everything from the offset to the tail
+// in one answer (up to streams.Options.CatchUpBytes, past which it ends at
+// a whole append short of the tail, without Stream-Up-To-Date, and the
+// client reads on from Stream-Next-Offset). Durable Streams clients read a
+// catch-up (live: false) as one answer and stop, so an answer short of the
+// tail would hand them a prefix. The end is decided before the headers
+// are written, then the data is written a page at a time as it is read
+// from the store; Content-Length is exact, so an answer cut short by a
+// failure mid-way (the stream deleted meanwhile) is seen by the client as
+// cut, never taken for the whole.
+func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
+	ctx := r.Context()
+	cu, err := h.svc.CatchUp(ctx, path, rq.offset)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.writeRead(w, r, path, rq, res, "")
+	if !h.readHeaders(w, r, path, rq, readState{info: &cu.Info, next: cu.Next, upToDate: cu.UpToDate, closed: cu.Closed}, "") {
+		return
+	}
+	n := cu.Bytes
+	if cu.JSON {
+		n += 2 + int64(max(cu.Chunks-1, 0)) // [ , ]
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var buf []byte
+	first := true
+	if cu.JSON {
+		buf = append(buf, '[')
+	}
+	err = cu.Each(ctx, func(chunks [][]byte) error {
+		for _, c := range chunks {
+			if cu.JSON && !first {
+				buf = append(buf, ',')
+			}
+			first = false
+			buf = append(buf, c...)
+		}
+		err := h.write(w, rc, buf)
+		buf = buf[:0]
+		return err
+	})
+	if err == nil {
+		if cu.JSON {
+			buf = append(buf, ']')
+		}
+		err = h.write(w, rc, buf)
+	}
+	if err != nil && ctx.Err() == nil {
+		// The headers are out: all that is left is to end the answer
+		// short (Content-Length tells the client).
+		h.log.Warn("durable streams catch-up read cut short", "path", r.URL.Path,
+			"request_id", r.Header.Get("X-Request-Id"), "err", err)
+	}
 }
 
-// writeRead answers a read with data (a catch-up read, or a long poll that
-// got data).
-func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, path string, rq readQuery, res *streams.ReadResult, cursor string) {
+// write writes b, bounded by the write timeout: a client that does not
+// read is cut.
+func (h *Handler) write(w http.ResponseWriter, rc *http.ResponseController, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	_, err := w.Write(b)
+	return err
+}
+
+// readState is what the headers of a read with data say.
+type readState struct {
+	info     *streams.Info
+	next     string
+	upToDate bool
+	closed   bool
+}
+
+// readHeaders sets the headers of a read with data (a catch-up read, or a
+// long poll that got data). It answers 304 and returns false if the
+// client's If-None-Match matches.
+func (h *Handler) readHeaders(w http.ResponseWriter, r *http.Request, path string, rq readQuery, st readState, cursor string) bool {
 	out := w.Header()
-	out.Set("Content-Type", res.ContentType)
-	out.Set("Stream-Next-Offset", res.Next)
-	if res.UpToDate {
+	setContentType(out, st.info.ContentType)
+	out.Set("Stream-Next-Offset", st.next)
+	if st.upToDate {
 		out.Set("Stream-Up-To-Date", "true")
 	}
-	if res.Closed {
+	if st.closed {
 		out.Set("Stream-Closed", "true")
 	}
 	if cursor != "" {
@@ -85,7 +160,7 @@ func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, path string,
 	case rq.offset == streams.OffsetNow:
 		// The tail moves with every append: never cache it.
 		out.Set("Cache-Control", "no-store")
-	case res.UpToDate:
+	case st.upToDate:
 		// More may come: caches must check again (the ETag makes that
 		// cheap).
 		out.Set("Cache-Control", "no-cache")
@@ -95,14 +170,23 @@ func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, path string,
 		out.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
 	}
 	if rq.offset != streams.OffsetNow {
-		etag := etagOf(path, res, rq.offset)
+		etag := etagOf(path, st, rq.offset)
 		out.Set("ETag", etag)
 		if match(r.Header.Get("If-None-Match"), etag) {
 			w.WriteHeader(http.StatusNotModified)
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// writeRead answers a long poll that got data.
+func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, path string, rq readQuery, res *streams.ReadResult, cursor string) {
+	if !h.readHeaders(w, r, path, rq, readState{info: &res.Info, next: res.Next, upToDate: res.UpToDate, closed: res.Closed}, cursor) {
+		return
+	}
 	body := encodeBody(res.JSON, res.Items)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
@@ -130,7 +214,7 @@ func encodeBody(jsonMode bool, items [][]byte) []byte {
 // etagOf names what a read returned: the stream (its path and when it was
 // created, so a stream created again never shares a tag with the old),
 // where the read started and ended, and whether it saw the close.
-func etagOf(path string, res *streams.ReadResult, offset string) string {
+func etagOf(path string, st readState, offset string) string {
 	if offset == "" {
 		offset = streams.OffsetStart
 	}
@@ -138,12 +222,12 @@ func etagOf(path string, res *streams.ReadResult, offset string) string {
 	b.WriteByte('"')
 	b.WriteString(base64.RawURLEncoding.EncodeToString([]byte(path)))
 	b.WriteByte(':')
-	b.WriteString(base64.RawURLEncoding.EncodeToString([]byte(res.Created.UTC().Format("20060102150405.000000000"))))
+	b.WriteString(base64.RawURLEncoding.EncodeToString([]byte(st.info.Created.UTC().Format("20060102150405.000000000"))))
 	b.WriteByte(':')
 	b.WriteString(offset)
 	b.WriteByte(':')
-	b.WriteString(res.Next)
-	if res.Closed {
+	b.WriteString(st.next)
+	if st.closed {
 		b.WriteString(":c")
 	}
 	b.WriteByte('"')

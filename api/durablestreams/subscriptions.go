@@ -112,7 +112,7 @@ func (h *Handler) subscription(w http.ResponseWriter, r *http.Request, id string
 			return
 		}
 		req := wake.CreateRequest{Type: body.Type, Pattern: body.Pattern, Streams: body.Streams, WakeStream: body.WakeStream,
-			LeaseTTL: wake.DefaultLeaseTTL, Description: body.Description, BaseURL: baseURL(r)}
+			LeaseTTL: wake.DefaultLeaseTTL, Description: body.Description}
 		if body.Webhook != nil {
 			req.WebhookURL = body.Webhook.URL
 		}

@@ -3,6 +3,7 @@ package durablestreams
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,7 +72,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	out := w.Header()
-	out.Set("Content-Type", res.Info.ContentType)
+	setContentType(out, res.Info.ContentType)
 	out.Set("Stream-Next-Offset", res.Info.Tail)
 	if res.Info.Closed {
 		out.Set("Stream-Closed", "true")
@@ -79,7 +80,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, path string) {
 	status := http.StatusOK
 	if res.Created {
 		status = http.StatusCreated
-		out.Set("Location", baseURL(r)+Prefix+path)
+		out.Set("Location", h.location(path))
 	}
 	w.WriteHeader(status)
 }
@@ -153,7 +154,7 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	out := w.Header()
-	out.Set("Content-Type", in.ContentType)
+	setContentType(out, in.ContentType)
 	out.Set("Stream-Next-Offset", in.Tail)
 	out.Set("Cache-Control", "no-store")
 	if in.Closed {
@@ -203,11 +204,10 @@ func header(hd http.Header, name string) (string, bool) {
 	return strings.TrimSpace(v[0]), true
 }
 
-// baseURL returns the URL of the server as the client reached it.
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
+// location returns the URL of the stream at path: absolute from
+// Options.BaseURL, else the path alone (relative, which HTTP allows). Never
+// from the request's Host header, which the requester chooses.
+func (h *Handler) location(path string) string {
+	u := url.URL{Path: Prefix + path}
+	return strings.TrimSuffix(h.opts.BaseURL, "/") + u.EscapedPath()
 }

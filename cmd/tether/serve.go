@@ -42,6 +42,8 @@ type serveConfig struct {
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
 	maxBody, maxEvent, maxWSSubs                                                     int
+	publicURL                                                                        string
+	loopbackWebhooks                                                                 bool
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -77,6 +79,8 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", fs.envOr("TETHER_ALLOWED_HOSTS", ""), "comma-separated Host names accepted besides loopback ones when listening on loopback without keys (e.g. a reverse proxy's on this machine), or * ($TETHER_ALLOWED_HOSTS)")
 	fs.StringVar(&c.debugAddr, "debug-addr", fs.envOr("TETHER_DEBUG_ADDR", ""), "if set, serve /debug/pprof on this address: loopback only unless --debug-public; with keys, for the admin token only ($TETHER_DEBUG_ADDR)")
 	debugPublic := fs.Bool("debug-public", "TETHER_DEBUG_PUBLIC", false, "allow --debug-addr on a non-loopback address (without keys, --insecure too)")
+	fs.StringVar(&c.publicURL, "public-url", fs.envOr("TETHER_PUBLIC_URL", ""), "this server's URL as clients and webhook receivers reach it, e.g. https://tether.example.com: Durable Streams Location headers and webhook callback URLs are built from it (default: http:// and the address listened on, unless that is 0.0.0.0 or ::) ($TETHER_PUBLIC_URL)")
+	loopbackWebhooks := fs.Bool("allow-loopback-webhooks", "TETHER_ALLOW_LOOPBACK_WEBHOOKS", false, "let Durable Streams webhook subscriptions call this machine (localhost, 127.x.x.x, ::1); for development only")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -88,6 +92,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
+	c.loopbackWebhooks = *loopbackWebhooks
 	// The key comes only from the environment, so that it never shows in
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
@@ -121,6 +126,13 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 			return err
 		}
 		defer debugLn.Close()
+	}
+	public, err := publicURL(c.publicURL, ln.Addr())
+	if err != nil {
+		return err
+	}
+	if public == "" {
+		log.Warn("no --public-url, and the address listened on names no host: Durable Streams Location headers are paths, and webhook subscriptions are refused", "addr", ln.Addr().String())
 	}
 
 	if err := os.MkdirAll(c.data, 0o755); err != nil {
@@ -163,7 +175,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	// cached against it.
 	_, shared := st.(*natsstore.Store)
 	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, Shared: shared, OnAppend: func(path string) { wk.Notify(path) }})
-	wk = wake.New(ds, st, wake.Options{SigningKey: signing, Logger: log})
+	wk = wake.New(ds, st, wake.Options{SigningKey: signing, BaseURL: public, AllowLoopback: c.loopbackWebhooks, Logger: log})
 	if err := ds.Start(ctx); err != nil {
 		return fmt.Errorf("start streams: %w", err)
 	}
@@ -180,7 +192,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		// through its visitor's browser (docs/operations.md, "Security").
 		LoopbackHosts: len(keys) == 0 && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
-		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout,
+		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout, PublicURL: public,
 		Web: app.FS(), Logger: log,
 	})
 	hs := &http.Server{

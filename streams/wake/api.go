@@ -23,8 +23,6 @@ type CreateRequest struct {
 	// LeaseTTL is how long a wake is held without an acknowledgement.
 	LeaseTTL    time.Duration
 	Description *string
-	// BaseURL is the server's URL as the request reached it.
-	BaseURL string
 }
 
 // Subscription is a subscription as clients see it.
@@ -100,13 +98,16 @@ func (m *Manager) Create(id string, req CreateRequest) (*Subscription, bool, err
 		return m.view(s), false, nil
 	}
 	if req.Type == TypeWebhook {
-		if err := checkWebhookURL(req.WebhookURL); err != nil {
+		if err := checkWebhookURL(req.WebhookURL, m.opts.AllowLoopback); err != nil {
 			return nil, false, errorf(CodeWebhookURLRejected, "%s", err.Error())
+		}
+		if m.opts.BaseURL == "" {
+			return nil, false, errorf(CodeWebhookURLRejected, "this server has no public URL to send webhook receivers their callback URL (tether serve --public-url)")
 		}
 	}
 	s := &sub{status: "active", rec: record{ID: id, Type: req.Type, Pattern: req.Pattern, WebhookURL: req.WebhookURL,
 		WakeStream: req.WakeStream, LeaseTTLMS: req.LeaseTTL.Milliseconds(), Description: req.Description,
-		CreatedAt: tether.At(m.opts.Now()), ConfigHash: hash, BaseURL: req.BaseURL, Links: make(map[string]*link)}}
+		CreatedAt: tether.At(m.opts.Now()), ConfigHash: hash, Links: make(map[string]*link)}}
 	for _, p := range req.Streams {
 		s.link(p, true, m.tail(p))
 	}
@@ -166,7 +167,7 @@ func (m *Manager) view(s *sub) *Subscription {
 		v.Streams = append(v.Streams, LinkInfo{Path: in.Path, LinkType: in.LinkType, AckedOffset: in.AckedOffset})
 	}
 	if s.rec.Type == TypeWebhook {
-		v.Webhook = &WebhookInfo{URL: s.rec.WebhookURL, Signing: SigningInfo{Alg: "ed25519", Kid: m.keys.kid, JWKSURL: m.jwksURL(s)}}
+		v.Webhook = &WebhookInfo{URL: s.rec.WebhookURL, Signing: SigningInfo{Alg: "ed25519", Kid: m.keys.kid, JWKSURL: m.jwksURL()}}
 	}
 	return v
 }

@@ -22,6 +22,13 @@ type notification struct {
 // deliver sends s's wake to its webhook, on a goroutine of its own, so
 // that neither appends nor the manager wait on a receiver. m.mu is held.
 func (m *Manager) deliver(s *sub) {
+	if m.baseURL() == "" {
+		// Stored before the server lost its public URL: there is no
+		// callback URL to give the receiver.
+		m.log.Warn("webhook not delivered: the server has no public URL (tether serve --public-url)", "subscription", s.rec.ID)
+		m.scheduleRetry(s)
+		return
+	}
 	body, _ := json.Marshal(notification{SubscriptionID: s.rec.ID, WakeID: s.wakeID, Generation: s.rec.Generation,
 		Streams: m.infos(s), CallbackURL: m.actionURL(s, "callback"), CallbackToken: s.token})
 	wid, target := s.wakeID, s.rec.WebhookURL

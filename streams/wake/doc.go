@@ -25,6 +25,10 @@
 //
 // Webhook deliveries run on their own goroutines and retry with backoff
 // (up to a minute apart); appends never wait for them. Webhook URLs must
-// be https to a public host, or http to localhost for development, and
-// the dialer refuses private addresses a public name resolves to.
+// be https to a public host; loopback (http or https) only with
+// Options.AllowLoopback; the dialer checks every address it connects to,
+// so a public name that resolves to a private or loopback address is
+// refused too (see url.go). Callback and JWKS URLs are built from
+// Options.BaseURL, never from a request, and webhook subscriptions need
+// one.
 package wake

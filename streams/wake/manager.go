@@ -40,14 +40,23 @@ type Options struct {
 	// do not survive a restart: keep one (tether serve keeps it in its data
 	// directory).
 	SigningKey ed25519.PrivateKey
-	// BaseURL, if set, is the server's URL as webhook receivers and
-	// workers reach it (callback and JWKS URLs); by default, the URL of the
-	// request that created the subscription.
+	// BaseURL is the server's URL as webhook receivers reach it (e.g.
+	// https://tether.example.com): the callback URLs sent to them, with a
+	// token, and the JWKS URL are built from it, never from a request's
+	// Host header (which the requester chooses). Webhook subscriptions are
+	// refused without it. Defaults to none.
 	BaseURL string
+	// AllowLoopback accepts webhook URLs to this machine (localhost,
+	// 127.x.x.x, ::1) and delivers to loopback addresses. Off by default:
+	// such a webhook is a request into the server's own machine on behalf
+	// of whoever made the subscription. For development and tests.
+	AllowLoopback bool
 	// DeliveryTimeout bounds one webhook request. Defaults to 10s.
 	DeliveryTimeout time.Duration
 	// Client delivers webhooks. Defaults to a client whose dialer refuses
-	// private and link-local addresses (loopback is allowed).
+	// every address that is not public unicast (loopback too, unless
+	// AllowLoopback), checked as dialed. A Client given here does its own
+	// checks.
 	Client *http.Client
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -107,7 +116,6 @@ type record struct {
 	Description *string          `json:"description,omitempty"`
 	CreatedAt   tether.Time      `json:"created_at"`
 	ConfigHash  string           `json:"config_hash"`
-	BaseURL     string           `json:"base_url"`
 	Generation  int64            `json:"generation"`
 	Links       map[string]*link `json:"links"`
 }
@@ -135,7 +143,7 @@ func New(svc *streams.Service, st store.Store, opts Options) *Manager {
 		opts.DeliveryTimeout = 10 * time.Second
 	}
 	if opts.Client == nil {
-		opts.Client = webhookClient(opts.DeliveryTimeout)
+		opts.Client = webhookClient(opts.DeliveryTimeout, opts.AllowLoopback)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -369,18 +377,14 @@ func stopTimer(t **time.Timer) {
 
 // actionURL returns the URL of one of s's actions.
 func (m *Manager) actionURL(s *sub, action string) string {
-	return m.baseURL(s) + "/v1/stream/__ds/subscriptions/" + url.PathEscape(s.rec.ID) + "/" + action
+	return m.baseURL() + "/v1/stream/__ds/subscriptions/" + url.PathEscape(s.rec.ID) + "/" + action
 }
 
-// JWKSURL returns the URL of the signing keys for a subscription.
-func (m *Manager) jwksURL(s *sub) string { return m.baseURL(s) + "/v1/stream/__ds/jwks.json" }
+// jwksURL returns the URL of the signing keys: relative (to the API the
+// subscription is read from) without a BaseURL.
+func (m *Manager) jwksURL() string { return m.baseURL() + "/v1/stream/__ds/jwks.json" }
 
-func (m *Manager) baseURL(s *sub) string {
-	if m.opts.BaseURL != "" {
-		return strings.TrimSuffix(m.opts.BaseURL, "/")
-	}
-	return s.rec.BaseURL
-}
+func (m *Manager) baseURL() string { return strings.TrimSuffix(m.opts.BaseURL, "/") }
 
 // JWKS returns the public keys that verify webhook signatures.
 func (m *Manager) JWKS() JWKS { return m.keys.jwks() }

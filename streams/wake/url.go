@@ -5,69 +5,119 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// checkWebhookURL accepts https URLs of public hosts, and http URLs of
-// localhost or 127.x.x.x (for development). Private, link-local and IPv6
-// literal hosts are refused, so that a subscription cannot make the server
-// call into the network it sits in.
-func checkWebhookURL(raw string) error {
+// Where webhooks may go. A subscription makes the server send requests to
+// a URL of the subscriber's choosing, so that URL must not lead into the
+// network the server sits in: its own machine (loopback: local services,
+// databases, other daemons' admin ports), private and link-local networks,
+// cloud metadata services, or special-purpose ranges that reach them
+// (NAT64, 6to4, Teredo). A URL is checked twice: by name or address when
+// the subscription is made, and by the address actually dialed at every
+// delivery, so that a public name that resolves, or later rebinds, to one
+// of those addresses is refused too. Loopback is allowed only when the
+// operator says so (Options.AllowLoopback: development, tests).
+
+// checkWebhookURL checks a webhook URL when a subscription is made: https
+// to a host that is not a loopback, private or special address or name;
+// with loopback allowed, also http or https to localhost, 127.x.x.x or
+// ::1. IPv6 literals other than ::1 are refused (names may resolve to
+// IPv6 addresses, which are checked when dialed).
+func checkWebhookURL(raw string, loopback bool) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || !u.IsAbs() {
 		return errors.New("webhook.url must be an absolute URL")
 	}
-	host := strings.ToLower(u.Hostname())
-	switch u.Scheme {
-	case "http":
-		if host == "localhost" || isLoopback4(host) {
-			return nil
-		}
-		return errors.New("http webhook URLs are only allowed for localhost or 127.x.x.x")
-	case "https":
-	default:
+	if u.Scheme != "http" && u.Scheme != "https" {
 		return errors.New("webhook.url must use https")
 	}
-	if host == "localhost" {
-		return errors.New("localhost webhook URLs must use http")
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	ip, err := netip.ParseAddr(host)
+	isIP := err == nil
+	if isIP {
+		ip = ip.Unmap()
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		if ip.To4() == nil {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || isIP && ip.IsLoopback() {
+		if !loopback {
+			return errors.New("webhook URLs to this server's own machine (loopback) are refused unless the operator allows them (tether serve --allow-loopback-webhooks)")
+		}
+		return nil
+	}
+	if u.Scheme != "https" {
+		return errors.New("webhook.url must use https (http only for loopback, where the operator allows it)")
+	}
+	if isIP {
+		if ip.Is6() {
 			return errors.New("IPv6 webhook hosts are not accepted")
 		}
-		if !publicIP(ip) {
-			return errors.New("webhook.url must not target private or link-local hosts")
+		if !allowedAddr(ip, false) {
+			return errors.New("webhook.url must not target private, link-local or special-purpose addresses")
 		}
 	}
 	return nil
 }
 
-func isLoopback4(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.To4() != nil && ip.IsLoopback()
-}
+// special are ranges that are not reachable public unicast addresses, or
+// that lead to private ones, beyond what netip.Addr's predicates say.
+var special = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // "this network"
+		"100.64.0.0/10",   // shared address space (carrier-grade NAT; also some clouds' metadata)
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+		"240.0.0.0/4",     // reserved, and broadcast
+		"64:ff9b::/96",    // NAT64: embeds an IPv4 address
+		"64:ff9b:1::/48",  // local NAT64
+		"100::/64",        // discard
+		"2001::/32",       // Teredo
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4: embeds an IPv4 address
+		"fec0::/10",       // site-local (deprecated)
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
 
-// publicIP reports whether ip is a public unicast address.
-func publicIP(ip net.IP) bool {
-	return !(ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast())
+// allowedAddr reports whether a webhook may be delivered to ip: a public
+// unicast address, or loopback if loopback is allowed.
+func allowedAddr(ip netip.Addr, loopback bool) bool {
+	ip = ip.Unmap()
+	if ip.IsLoopback() {
+		return loopback
+	}
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	for _, p := range special {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }
 
 // webhookClient returns the client that delivers notifications. Its dialer
-// refuses private and link-local addresses (a public name may resolve to
-// one), except loopback, which development URLs use.
-func webhookClient(timeout time.Duration) *http.Client {
+// checks every address it connects to (after name resolution, so DNS
+// rebinding cannot get around the check made when the subscription was
+// made), it uses no proxy, and it follows no redirect.
+func webhookClient(timeout time.Duration, loopback bool) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
+		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return err
 		}
-		ip := net.ParseIP(host)
-		if ip == nil || !(ip.IsLoopback() || publicIP(ip)) {
-			return errors.New("webhook address refused: not a public address")
+		if !allowedAddr(ap.Addr(), loopback) {
+			return errors.New("webhook address refused: " + ap.Addr().String() + " is not a public address")
 		}
 		return nil
 	}}

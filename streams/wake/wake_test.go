@@ -28,17 +28,25 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env is a streams service and a manager over a real store in a directory.
 type env struct {
-	t   *testing.T
-	dir string
-	key ed25519.PrivateKey
-	st  *sqlitestore.Store
-	hub *hub.Hub
-	svc *streams.Service
-	m   *wake.Manager
+	t    *testing.T
+	dir  string
+	opts wake.Options
+	key  ed25519.PrivateKey
+	st   *sqlitestore.Store
+	hub  *hub.Hub
+	svc  *streams.Service
+	m    *wake.Manager
 }
 
+// newEnv is an env whose manager delivers to loopback (the receivers of
+// the tests listen there).
 func newEnv(t *testing.T) *env {
-	e := &env{t: t, dir: t.TempDir(), key: wake.NewSigningKey()}
+	return newEnvWith(t, wake.Options{BaseURL: "http://tether.test", AllowLoopback: true})
+}
+
+func newEnvWith(t *testing.T, opts wake.Options) *env {
+	e := &env{t: t, dir: t.TempDir(), opts: opts, key: wake.NewSigningKey()}
+	e.opts.SigningKey = e.key
 	e.open()
 	return e
 }
@@ -52,7 +60,7 @@ func (e *env) open() {
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
 	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) }})
-	m = wake.New(svc, st, wake.Options{SigningKey: e.key, BaseURL: "http://tether.test"})
+	m = wake.New(svc, st, e.opts)
 	if err := svc.Start(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
@@ -224,10 +232,10 @@ func TestWebhook(t *testing.T) {
 	if _, _, err := e.m.Create("s1", other); code(err) != wake.CodeSubscriptionExists {
 		t.Fatalf("another configuration: %v", err)
 	}
-	for _, bad := range []string{"http://10.0.0.1/hook", "https://192.168.1.2/x", "https://localhost/x", "ftp://x/y", "https://[::1]/x", "http://example.com/x"} {
+	for _, bad := range []string{"http://10.0.0.1/hook", "https://192.168.1.2/x", "ftp://x/y", "https://[2606:4700::1111]/x", "http://example.com/x", "/relative"} {
 		req := req
 		req.WebhookURL = bad
-		if _, _, err := e.m.Create("bad", req); code(err) != wake.CodeWebhookURLRejected {
+		if _, _, err := e.m.Create("bad-"+bad, req); code(err) != wake.CodeWebhookURLRejected {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}
@@ -368,5 +376,30 @@ func TestPullWake(t *testing.T) {
 	}
 	if err := e.m.Release("p", c3.Token, wake.AckRequest{WakeID: c3.WakeID, Generation: c3.Generation}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWebhookLoopbackNeedsTheOperator: a webhook to the server's own
+// machine (loopback, by address or name) is a blind request into it, so
+// subscriptions may name one only if the operator allowed it.
+func TestWebhookLoopbackNeedsTheOperator(t *testing.T) {
+	e := newEnvWith(t, wake.Options{BaseURL: "https://tether.test"})
+	for _, u := range []string{"http://127.0.0.1:9/hook", "http://localhost:2375/containers/json", "http://127.1.2.3/x",
+		"http://LOCALHOST./x", "https://localhost./x", "https://127.0.0.1/x", "http://[::1]:9/x", "http://0.0.0.0:9/x",
+		"https://[::ffff:127.0.0.1]/x", "https://100.100.100.200/latest/meta-data", "https://169.254.169.254/x", "https://[fd00:ec2::254]/x"} {
+		_, _, err := e.m.Create("s-"+u, wake.CreateRequest{Type: wake.TypeWebhook, Pattern: "events/*", WebhookURL: u, LeaseTTL: 5 * time.Second})
+		if code(err) != wake.CodeWebhookURLRejected {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if _, _, err := e.m.Create("public", wake.CreateRequest{Type: wake.TypeWebhook, Pattern: "events/*",
+		WebhookURL: "https://hooks.example.com/x", LeaseTTL: 5 * time.Second}); err != nil {
+		t.Fatalf("a public webhook: %v", err)
+	}
+	// Without a public URL there is no callback URL to send: refused.
+	e2 := newEnvWith(t, wake.Options{})
+	if _, _, err := e2.m.Create("public", wake.CreateRequest{Type: wake.TypeWebhook, Pattern: "events/*",
+		WebhookURL: "https://hooks.example.com/x", LeaseTTL: 5 * time.Second}); code(err) != wake.CodeWebhookURLRejected {
+		t.Fatalf("a webhook without a public URL: %v", err)
 	}
 }

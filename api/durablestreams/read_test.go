@@ -1,0 +1,128 @@
+package durablestreams_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/api/durablestreams"
+	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/streams"
+	"github.com/tetherhq/tether/streams/wake"
+)
+
+// TestHTTPCatchUpIsOneAnswer: a catch-up GET answers everything up to the
+// tail at once, whatever the size of the pages it is read in (1,000 bytes
+// here), for JSON streams, byte streams and thread logs; Content-Length is
+// exact, and the ETag and caching rules hold.
+func TestHTTPCatchUpIsOneAnswer(t *testing.T) {
+	s := newServerWith(t, streams.Options{ReadBytes: 1000}, wake.Options{}, durablestreams.Options{})
+	s.do("PUT", "j", "", "Content-Type", "application/json")
+	for i := range 50 {
+		resp, body := s.do("POST", "j", fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("x", 200)), "Content-Type", "application/json")
+		s.want(resp, body, 204)
+	}
+	resp, body := s.do("GET", "j?offset=-1", "")
+	s.want(resp, body, 200)
+	var msgs []struct{ I int }
+	if err := json.Unmarshal([]byte(body), &msgs); err != nil || len(msgs) != 50 || msgs[49].I != 49 {
+		t.Fatalf("JSON catch-up: %d messages, %v", len(msgs), err)
+	}
+	h := resp.Header
+	if h.Get("Stream-Up-To-Date") != "true" || h.Get("Cache-Control") != "no-cache" || h.Get("Content-Length") != strconv.Itoa(len(body)) {
+		t.Fatalf("JSON catch-up headers: %v (body %d bytes)", h, len(body))
+	}
+	resp, body = s.do("GET", "j?offset=-1", "", "If-None-Match", h.Get("ETag"))
+	s.want(resp, body, 304)
+	resp, body = s.do("GET", "j?offset="+h.Get("Stream-Next-Offset"), "")
+	if body != "[]" || resp.Header.Get("Stream-Up-To-Date") != "true" || resp.Header.Get("Content-Length") != "2" {
+		t.Fatalf("from the tail: %q %v", body, resp.Header)
+	}
+
+	s.do("PUT", "b", "", "Content-Type", "application/octet-stream")
+	var want strings.Builder
+	for i := range 30 {
+		chunk := strings.Repeat(string(rune('a'+i%26)), 333)
+		want.WriteString(chunk)
+		s.do("POST", "b", chunk, "Content-Type", "application/octet-stream")
+	}
+	resp, body = s.do("GET", "b", "")
+	if body != want.String() || resp.Header.Get("Stream-Up-To-Date") != "true" {
+		t.Fatalf("byte catch-up: %d of %d bytes, %v", len(body), want.Len(), resp.Header)
+	}
+
+	// A thread log, written by the runs engine (here straight to the store).
+	now := tether.Now()
+	var evs []*tether.Event
+	var enc [][]byte
+	for i := range 100 {
+		ev := &tether.Event{Type: tether.EventCustom, TS: now, RunID: "run_1", Name: "n",
+			Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("y", 100)))}
+		b, _ := ev.Encode()
+		evs, enc = append(evs, ev), append(enc, b)
+	}
+	if _, err := s.st.Commit(context.Background(), &store.Batch{ThreadID: "t1", Create: true, Events: evs, Encoded: enc,
+		Thread: &tether.Thread{ID: "t1", Status: tether.ThreadIdle, CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = s.do("GET", "threads/t1?offset=-1", "")
+	var log []tether.Event
+	if err := json.Unmarshal([]byte(body), &log); err != nil || len(log) != 100 || resp.Header.Get("Stream-Up-To-Date") != "true" ||
+		string(log[99].Offset) != resp.Header.Get("Stream-Next-Offset") {
+		t.Fatalf("thread log: %d events, %v, %v", len(log), err, resp.Header)
+	}
+}
+
+// TestHTTPCatchUpBound: past the bound (CatchUpBytes, 5,000 bytes here) a
+// catch-up ends at a whole append, without Stream-Up-To-Date and cacheable
+// (it never changes), and the client reads on from Stream-Next-Offset.
+func TestHTTPCatchUpBound(t *testing.T) {
+	s := newServerWith(t, streams.Options{ReadBytes: 1000, CatchUpBytes: 5000}, wake.Options{}, durablestreams.Options{})
+	s.do("PUT", "j", "", "Content-Type", "application/json")
+	var tails []string
+	for i := range 30 {
+		resp, body := s.do("POST", "j", fmt.Sprintf(`[{"i":%d,"pad":%q},{"i":%d}]`, 2*i, strings.Repeat("x", 580), 2*i+1), "Content-Type", "application/json")
+		s.want(resp, body, 204)
+		tails = append(tails, resp.Header.Get("Stream-Next-Offset"))
+	}
+	var got []struct{ I int }
+	off, answers := "-1", 0
+	for ; answers < 30; answers++ {
+		resp, body := s.do("GET", "j?offset="+off, "")
+		s.want(resp, body, 200)
+		var page []struct{ I int }
+		if err := json.Unmarshal([]byte(body), &page); err != nil || len(page)%2 != 0 {
+			t.Fatalf("answer %d: %d messages (appends are pairs), %v", answers, len(page), err)
+		}
+		got = append(got, page...)
+		h := resp.Header
+		if h.Get("Content-Length") != strconv.Itoa(len(body)) {
+			t.Fatalf("Content-Length %s, body %d bytes", h.Get("Content-Length"), len(body))
+		}
+		off = h.Get("Stream-Next-Offset")
+		if h.Get("Stream-Up-To-Date") == "true" {
+			break
+		}
+		// Stopped short: at a whole append, within the bound, and immutable.
+		if len(body) > 5000+2+len(page) || h.Get("Cache-Control") != "private, max-age=60, stale-while-revalidate=300" {
+			t.Fatalf("a bounded answer: %d bytes, %v", len(body), h)
+		}
+		if tails[len(got)/2-1] != off {
+			t.Fatalf("answer %d ends at %s, not at the end of append %d", answers, off, len(got)/2)
+		}
+		resp2, body2 := s.do("GET", "j?offset="+resp.Request.URL.Query().Get("offset"), "", "If-None-Match", h.Get("ETag"))
+		s.want(resp2, body2, 304)
+	}
+	if len(got) != 60 || answers < 3 || off != tails[29] {
+		t.Fatalf("%d messages in %d answers, ending at %s", len(got), answers+1, off)
+	}
+	for i, m := range got {
+		if m.I != i {
+			t.Fatalf("message %d is %d", i, m.I)
+		}
+	}
+}
