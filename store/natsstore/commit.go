@@ -142,6 +142,9 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 		} else if err == nil {
 			err = checkBatchKeys(pc.runs)
 		}
+		if err == nil && len(b.Leases) > 0 {
+			err = s.checkLeases(ctx, e, st, b.Create, b.Leases)
+		}
 		if err != nil {
 			if !fresh && !errors.Is(err, errInvalid) {
 				fresh = true // the cache may be behind: look again
