@@ -157,8 +157,12 @@ func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) erro
 		behind := tether.CodeOf(err) == tether.CodeLeaseLost
 		if !behind {
 			var berr error
-			behind, berr = e.behind(ctx, t)
-			behind = behind && berr == nil
+			if behind, berr = e.behind(ctx, t); berr != nil {
+				// The store cannot say whether this node is behind, so
+				// the refusal may be stale: answer with the store's
+				// error, which the client retries.
+				return nil, berr
+			}
 		}
 		if behind {
 			if err := e.resync(ctx, t); err != nil {
