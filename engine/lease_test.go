@@ -33,7 +33,6 @@ func newClock() *clock {
 
 func (c *clock) now() time.Time         { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *clock) set(t time.Time)        { c.ns.Store(t.UnixNano()) }
-func (c *clock) add(d time.Duration)    { c.ns.Add(int64(d)) }
 func (c *clock) until(t time.Time) bool { return c.now().Before(t) }
 
 // heldRuns is a node's view of the store whose ActiveRuns can be made to
