@@ -48,6 +48,12 @@ type Options struct {
 	// WriteTimeout bounds each write to a stream; a client that does not
 	// read for this long is cut. Defaults to 30s.
 	WriteTimeout time.Duration
+	// SubscribeTimeout bounds how long a new SSE stream waits for the
+	// store before its response starts (a thread this node has not loaded
+	// is read from the store first, a resume checks its cursor there):
+	// past it the answer is 503 unavailable, and the client retries.
+	// Defaults to 5s.
+	SubscribeTimeout time.Duration
 	// MaxBodyBytes limits request bodies (a worker's batch of events).
 	// Defaults to 4 MiB.
 	MaxBodyBytes int64
@@ -87,6 +93,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
+	}
+	if o.SubscribeTimeout <= 0 {
+		o.SubscribeTimeout = 5 * time.Second
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20

@@ -33,7 +33,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 		s.writeError(w, r, errShuttingDown)
 		return
 	}
-	sub, err := s.e.Subscribe(r.Context(), req)
+	sub, err := s.subscribe(r.Context(), req)
 	if err != nil {
 		done()
 		s.writeError(w, r, err)
@@ -68,6 +68,51 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	defer st.finish()
 	st.start()
 	st.run(r.Context())
+}
+
+// errSubscribeTimeout answers a stream that waited SubscribeTimeout for
+// the store.
+var errSubscribeTimeout = tether.Errorf(tether.CodeUnavailable, "the store did not answer in time; retry")
+
+// subscribe starts a stream's subscription, waiting at most
+// SubscribeTimeout: nothing is written before it, so a store that does not
+// answer (a NATS server down) would otherwise leave the client without
+// even headers. The engine honours ctx except in a thread's load, which
+// its first caller runs to the end for the others waiting on it: that is
+// why the subscription starts on a goroutine of its own, closed if it
+// comes too late.
+func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*engine.Subscription, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SubscribeTimeout)
+	type started struct {
+		sub *engine.Subscription
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		sub, err := s.e.Subscribe(ctx, req)
+		ch <- started{sub, err}
+	}()
+	select {
+	case st := <-ch:
+		timedOut := ctx.Err() == context.DeadlineExceeded
+		cancel()
+		if st.err != nil && timedOut {
+			return nil, errSubscribeTimeout
+		}
+		return st.sub, st.err
+	case <-ctx.Done():
+		timedOut := ctx.Err() == context.DeadlineExceeded
+		cancel()
+		go func() {
+			if st := <-ch; st.sub != nil {
+				st.sub.Close()
+			}
+		}()
+		if !timedOut {
+			return nil, ctx.Err() // the client left
+		}
+		return nil, errSubscribeTimeout
+	}
 }
 
 // responseHead is the status line and headers of a taken-over stream.

@@ -62,6 +62,10 @@ type nodeOptions struct {
 	LeaseTTL      time.Duration // defaults to 5s
 	SweepInterval time.Duration // defaults to 100ms
 	StoreTimeout  time.Duration // natsstore.Options.Timeout; defaults to its default (10s)
+	Replicas      int           // of the stream and the bucket; defaults to 3
+	// SubscribeTimeout is api.Options.SubscribeTimeout; defaults to its
+	// default (5s).
+	SubscribeTimeout time.Duration
 }
 
 // startNode starts node id on js; it stops when the test ends.
@@ -76,6 +80,9 @@ func startNode(t testing.TB, js *jetStream, id string, o nodeOptions) *node {
 	if o.URL == "" {
 		o.URL = js.urls
 	}
+	if o.Replicas == 0 {
+		o.Replicas = 3
+	}
 	stream, subject := names(t)
 	// The node's log goes to the test's output if it fails (or with
 	// TETHER_CLUSTER_LOG=1).
@@ -88,7 +95,7 @@ func startNode(t testing.TB, js *jetStream, id string, o nodeOptions) *node {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := natsstore.Open(ctx, natsstore.Options{URL: o.URL, Stream: stream, Subject: subject, Replicas: 3,
+	st, err := natsstore.Open(ctx, natsstore.Options{URL: o.URL, Stream: stream, Subject: subject, Replicas: o.Replicas,
 		Node: id, Logger: log, Timeout: o.StoreTimeout})
 	if err != nil {
 		t.Fatalf("node %s: open store: %v", id, err)
@@ -103,7 +110,7 @@ func startNode(t testing.TB, js *jetStream, id string, o nodeOptions) *node {
 	}
 	rn := runner.New(e, local, runner.Options{Logger: log})
 	rn.Start()
-	srv := api.New(e, api.Options{Logger: log, Heartbeat: time.Second})
+	srv := api.New(e, api.Options{Logger: log, Heartbeat: time.Second, SubscribeTimeout: o.SubscribeTimeout})
 	hs := httptest.NewServer(srv.Handler())
 	n := &node{endpoint: newEndpoint(id, hs.URL), id: id, st: st, e: e, rn: rn, srv: srv, hs: hs}
 	t.Cleanup(n.stop)

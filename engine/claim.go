@@ -120,9 +120,11 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 		if q.reclaim {
 			// A reclaim takes a started run whose lease expired.
 			next, ok = p.run(q.runID)
-			if l := p.lease(q.runID); !ok || !next.Status.Active() || !l.Resumable || p.now.Before(l.ExpiresAt) {
+			l := p.lease(q.runID)
+			if !ok || !next.Status.Active() || !l.Resumable || p.now.Before(l.ExpiresAt) {
 				return errStale
 			}
+			p.actsOnLease(q.runID, l)
 		}
 		if !ok || next.ID != q.runID {
 			return errStale

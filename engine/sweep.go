@@ -83,7 +83,10 @@ func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *
 // expired handles a run whose lease expired: a resumable one waits for
 // another worker to reclaim it, within the resume window; any other is
 // aborted (worker_lost). The abort re-checks the lease under the thread's
-// lock, so a heartbeat or a reclaim that lands first wins.
+// lock, and its commit holds only if the store still has that lease: a
+// heartbeat or a reclaim that lands first wins, on whichever node (a
+// renewal through another node writes no event, so this node's copy of
+// the lease, and the rows the sweep read, may not show it).
 func (e *Engine) expired(ctx context.Context, rr *store.RunRecord, now time.Time) error {
 	id := rr.Run.ID
 	if rr.Lease.Resumable && now.Sub(rr.Lease.ExpiresAt) < e.opts.ResumeWindow {
@@ -95,7 +98,11 @@ func (e *Engine) expired(ctx context.Context, rr *store.RunRecord, now time.Time
 		if l.ExpiresAt.IsZero() || p.now.Before(l.ExpiresAt) {
 			return false
 		}
-		return !l.Resumable || p.now.Sub(l.ExpiresAt) >= e.opts.ResumeWindow
+		if l.Resumable && p.now.Sub(l.ExpiresAt) < e.opts.ResumeWindow {
+			return false
+		}
+		p.actsOnLease(id, l)
+		return true
 	})
 }
 

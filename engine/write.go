@@ -25,6 +25,7 @@ type planner struct {
 	extras    map[string]*runExtra   // runs created by this plan
 	idem      map[string]string
 	producers []store.Producer
+	checks    []store.LeaseCheck
 	result    any // what the plan hands back to its caller
 }
 
@@ -58,6 +59,14 @@ func (p *planner) setLease(runID string, l store.Lease) {
 	p.leases[runID] = l
 }
 
+// actsOnLease makes the plan's batch conditional on the run's lease in
+// the store being l (store.Batch.Leases): a plan that decides on a lease
+// (it expired) must lose to a renewal another node committed, which writes
+// no event and so may not be in this node's copy of the lease.
+func (p *planner) actsOnLease(runID string, l store.Lease) {
+	p.checks = append(p.checks, store.LeaseCheck{RunID: runID, Token: l.Token, ExpiresAt: l.ExpiresAt})
+}
+
 // lease returns the current lease of a run.
 func (p *planner) lease(runID string) store.Lease {
 	if l, ok := p.leases[runID]; ok {
@@ -79,6 +88,7 @@ type pending struct {
 	encoded   [][]byte
 	runs      []*store.RunRecord
 	producers []store.Producer
+	checks    []store.LeaseCheck
 	idemKeys  []string // idempotency keys of the runs the plan creates
 	done      chan outcome
 	// settled is closed once the plan's fate is known: committed, failed,
@@ -129,8 +139,20 @@ func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) erro
 	if err != nil && staleMayExplain(err) {
 		// This node may not have seen another node's latest events (a
 		// lease granted there, a run created there): reject only on a
-		// state that is up to date with the store.
-		if behind, berr := e.behind(ctx, t); berr == nil && behind {
+		// state that is up to date with the store. A lease renewed there
+		// writes no event, so the version cannot tell: a lease refused
+		// is always looked up again.
+		behind := tether.CodeOf(err) == tether.CodeLeaseLost
+		if !behind {
+			var berr error
+			if behind, berr = e.behind(ctx, t); berr != nil {
+				// The store cannot say whether this node is behind, so
+				// the refusal may be stale: answer with the store's
+				// error, which the client retries.
+				return nil, berr
+			}
+		}
+		if behind {
 			if err := e.resync(ctx, t); err != nil {
 				return nil, err
 			}
@@ -267,7 +289,7 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 		}
 		pd.runs = append(pd.runs, &rec)
 	}
-	pd.producers = p.producers
+	pd.producers, pd.checks = p.producers, p.checks
 	if len(pd.events) == 0 && len(pd.runs) == 0 && len(pd.producers) == 0 {
 		return nil, nil
 	}
@@ -364,6 +386,13 @@ func (e *Engine) flush(t *thread) {
 				} else {
 					byKey[p.Key] = len(b.Producers)
 					b.Producers = append(b.Producers, p)
+				}
+			}
+			for _, c := range pd.checks {
+				// A run an earlier plan of the batch writes was checked
+				// on top of that write.
+				if _, ok := byID[c.RunID]; !ok {
+					b.Leases = append(b.Leases, c)
 				}
 			}
 			for _, r := range pd.runs {

@@ -127,6 +127,27 @@ type Batch struct {
 	// appends the batch carries, committed atomically with the events so
 	// that a retry after a crash is recognised as a duplicate.
 	Producers []Producer
+	// Leases are preconditions on the stored leases of runs of the
+	// thread: the batch is committed only if, just before it, each run's
+	// row holds a lease with this token and expiry (a run without a row
+	// holds the zero lease); else Commit returns ErrConflict and writes
+	// nothing. A renewal writes a run's row and no event, so Version does
+	// not see it: a batch that acts on a lease (ends a run whose lease
+	// expired, hands it to another worker) names the lease it acted on,
+	// and loses to a renewal committed first, on whichever node.
+	Leases []LeaseCheck
+}
+
+// LeaseCheck is a precondition of a Batch on the stored lease of a run.
+type LeaseCheck struct {
+	RunID     string
+	Token     string
+	ExpiresAt time.Time
+}
+
+// Holds reports whether a stored lease is the one c names.
+func (c LeaseCheck) Holds(l Lease) bool {
+	return l.Token == c.Token && l.ExpiresAt.Equal(c.ExpiresAt)
 }
 
 // Producer is the state of an idempotent producer: the epoch and sequence

@@ -93,7 +93,8 @@ func (s *Store) takePending(msgID string) *pendingCommit {
 //
 // Once published, Commit writes the batch's rows to the bucket and waits
 // for this node's consumer of the log to report the batch to the notify
-// function, then returns. If ctx ends before the batch is published,
+// function, then returns: never before, however late the consumer (see
+// awaitDelivery). If ctx ends before the batch is published,
 // Commit returns ctx.Err() and the batch is not committed; once published,
 // Commit finds out whether it was stored (publishing it again under the
 // same message ID if needed) and answers that, whatever ctx does.
@@ -141,6 +142,9 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 			err = s.checkKeys(ctx, e, st, pc.runs)
 		} else if err == nil {
 			err = checkBatchKeys(pc.runs)
+		}
+		if err == nil && len(b.Leases) > 0 {
+			err = s.checkLeases(ctx, e, st, b.Create, b.Leases)
 		}
 		if err != nil {
 			if !fresh && !errors.Is(err, errInvalid) {
@@ -220,8 +224,11 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 	}
 	if s.dieAfterPublish.Load() {
 		close(done)
-		return &store.Result{Records: s.awaitDelivery(pc, seq).Records, Before: pc.h.Before,
-			Version: pc.h.Version + int64(len(pc.evs))}, nil
+		c, err := s.awaitDelivery(pc, seq)
+		if err != nil {
+			return nil, err
+		}
+		return &store.Result{Records: c.Records, Before: pc.h.Before, Version: pc.h.Version + int64(len(pc.evs))}, nil
 	}
 	if err := s.apply(actx, b.ThreadID, m); err != nil {
 		// The repairer writes it later; until then thread-scoped reads fold
@@ -236,7 +243,10 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 	}
 	close(done)
 
-	c := s.awaitDelivery(pc, seq)
+	c, err := s.awaitDelivery(pc, seq)
+	if err != nil {
+		return nil, err
+	}
 	return &store.Result{Records: c.Records, Before: pc.h.Before, Version: pc.h.Version + int64(len(pc.evs))}, nil
 }
 
@@ -453,15 +463,23 @@ func (s *Store) resolve(subject string, prev uint64, msgID string, body []byte) 
 }
 
 // awaitDelivery waits for the notify consumer to report the batch, and
-// returns what it reported.
-func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) *store.Committed {
+// returns what it reported. A Commit must not succeed before its batch is
+// passed to the notify function (store.Store: a caller told it committed
+// may tell a client, whose subscription must then see it), so a consumer
+// that is late (recreated after missed heartbeats, its server lost) is
+// waited for as long as the store is open; past Timeout that is logged.
+// Once Close has started, it waits Timeout more, then gives up with
+// ErrUnavailable: committed, but not reported before this Commit returns.
+func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) (*store.Committed, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
+	warned := false
+	var closing time.Time
 	for {
 		select {
 		case <-pc.delivered:
-			return pc.build(seq, s.epoch)
+			return pc.build(seq, s.epoch), nil
 		case <-tick.C:
 		}
 		waited := time.Since(start)
@@ -471,10 +489,21 @@ func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) *store.Committed {
 			// purged (its thread deleted) first.
 		case waited > time.Second && waited%time.Second < 50*time.Millisecond && s.purged(seq):
 			// The same, and nothing came after it.
-		case waited > s.opts.Timeout:
-			s.log.Error("natsstore: a committed batch was not delivered to this node's consumer in time; it is reported late",
-				"thread", pc.b.ThreadID, "seq", seq)
 		default:
+			if waited > s.opts.Timeout && !warned {
+				warned = true
+				s.log.Error("natsstore: a committed batch was not delivered to this node's consumer in time; its commit waits for it",
+					"thread", pc.b.ThreadID, "seq", seq, "waited", waited)
+			}
+			if s.isClosed() {
+				if closing.IsZero() {
+					closing = time.Now()
+				} else if time.Since(closing) > s.opts.Timeout {
+					s.takePending(pc.msgID)
+					return nil, fmt.Errorf("natsstore: commit to %s: stored at %d, but not delivered to this node's consumer before the store closed: %w",
+						pc.b.ThreadID, seq, store.ErrUnavailable)
+				}
+			}
 			continue
 		}
 		select {
@@ -482,7 +511,7 @@ func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) *store.Committed {
 		default:
 			s.takePending(pc.msgID)
 		}
-		return pc.build(seq, s.epoch)
+		return pc.build(seq, s.epoch), nil
 	}
 }
 

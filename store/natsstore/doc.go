@@ -145,6 +145,13 @@
 // A run keeps the idempotency key it was created with: a row that changed a
 // run's key would not free the old one.
 //
+// A Commit returns success only once this node's consumer of the log has
+// reported the batch to the notify function, so that whatever the caller
+// tells its client is already visible to subscribers. While that consumer
+// is stalled (recreated after missed heartbeats, its server lost), the
+// node's commits wait for it, logged after Timeout; once Close has started
+// they wait Timeout more and then return ErrUnavailable, though stored.
+//
 // On a cluster, a new ordered consumer's first pull is now and then lost;
 // the client recreates the consumer after two missed heartbeats, so the
 // notify consumer (at Open) or a large scan may stall for about a second.

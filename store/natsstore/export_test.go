@@ -14,3 +14,14 @@ func DieAfterPublish(s *Store, on bool) { s.dieAfterPublish.Store(on) }
 
 // LogSubject returns the subject of a thread's log.
 func LogSubject(s *Store, id string) string { return s.logSubject(id) }
+
+// HoldDelivery makes the store's notify consumer stop before the next
+// message it handles, until release is called.
+func HoldDelivery(s *Store) (release func()) {
+	ch := make(chan struct{})
+	s.holdDelivery.Store(&ch)
+	return func() {
+		s.holdDelivery.Store(nil)
+		close(ch)
+	}
+}

@@ -121,6 +121,9 @@ type Store struct {
 	// dieAfterPublish makes commits and deletions stop right after their
 	// publish, as if the node died there (tests only).
 	dieAfterPublish atomic.Bool
+	// holdDelivery, if set, makes the notify consumer wait until it is
+	// closed before it handles the next message (tests only).
+	holdDelivery atomic.Pointer[chan struct{}]
 
 	closeOnce sync.Once
 	closeErr  error

@@ -60,6 +60,9 @@ func (s *Store) dispatch() {
 			s.log.Error("natsstore: notify consumer", "err", err)
 			continue
 		}
+		if hold := s.holdDelivery.Load(); hold != nil {
+			<-*hold
+		}
 		s.handle(md.Sequence.Stream, msg)
 	}
 }

@@ -120,13 +120,35 @@ func (s *Store) checkCommit(r *request) error {
 	case b.Create && st != nil:
 		return store.ErrExists
 	case b.Create:
-		return nil
+		return s.checkLeases(b)
 	case st == nil:
 		return store.ErrNotFound
 	case st.version != b.Version:
 		return store.ErrConflict
 	}
+	if err := s.checkLeases(b); err != nil {
+		return err
+	}
 	r.thread = st
+	return nil
+}
+
+// checkLeases returns store.ErrConflict unless each run of the batch's
+// checks holds the lease it names (store.Batch.Leases). It runs inside the
+// writer's transaction, after the batches before this one.
+func (s *Store) checkLeases(b *store.Batch) error {
+	for _, c := range b.Leases {
+		var l store.Lease
+		var expires int64
+		err := s.w.runLease.QueryRow(c.RunID, b.ThreadID).Scan(&l.Token, &expires)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read lease of run %s: %w", c.RunID, err)
+		}
+		l.ExpiresAt = fromNanos(expires)
+		if !c.Holds(l) {
+			return store.ErrConflict
+		}
+	}
 	return nil
 }
 

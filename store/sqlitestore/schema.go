@@ -130,6 +130,7 @@ const (
 		last_offset = ?, version = ?
 		WHERE pk = ?`
 	sqlUpdateThreadLog = `UPDATE threads SET last_offset = ?, version = ? WHERE pk = ?`
+	sqlRunLease        = `SELECT lease_token, lease_expires_at FROM runs WHERE id = ? AND thread_id = ?`
 	// sqlInsertEvents is followed by one "(?, ?, ?, ?, ?, ?, ?)" per event.
 	sqlInsertEvents = `INSERT INTO events (id, thread, epoch, type, run_id, message_id, data) VALUES `
 	sqlUpsertRun    = `INSERT INTO runs

@@ -20,6 +20,7 @@ type writerStmts struct {
 	deleteCheckpoint, deleteThreadByPK *sql.Stmt
 	upsertProducer, deleteProducers    *sql.Stmt
 	saveLastEventID                    *sql.Stmt
+	runLease                           *sql.Stmt
 }
 
 func (w *writerStmts) list() []struct {
@@ -40,6 +41,7 @@ func (w *writerStmts) list() []struct {
 		{&w.deleteCheckpoint, sqlDeleteCheckpoint}, {&w.deleteThreadByPK, sqlDeleteThread},
 		{&w.upsertProducer, sqlUpsertProducer}, {&w.deleteProducers, sqlDeleteProducers},
 		{&w.saveLastEventID, sqlSaveLastEventID},
+		{&w.runLease, sqlRunLease},
 	}
 }
 

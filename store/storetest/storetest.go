@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"Namespaces", testNamespaces},
 		{"Checkpoint", testCheckpoint},
 		{"Producers", testProducers},
+		{"LeaseChecks", testLeaseChecks},
 		{"DeleteThread", testDeleteThread},
 		{"Reopen", testReopen},
 		{"Close", testClose},

@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store/natsstore/natstest"
+)
+
+// TestSSEStartsWhileNATSDown: one node on a single NATS server (R1), which
+// is shut down. New SSE streams of every kind are answered at once (from
+// what the node holds) or with 503 unavailable after the node's
+// SubscribeTimeout (1s here), never left without a response until the
+// store's own timeouts (20s here) or a thread load's (a minute) end:
+// resuming from a cursor (checked in the store), a thread the node has not
+// loaded, an unknown thread. Once the server is back, they start.
+func TestSSEStartsWhileNATSDown(t *testing.T) {
+	srv := natstest.StartServer(t)
+	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
+	o := nodeOptions{Replicas: 1, StoreTimeout: 20 * time.Second, SubscribeTimeout: time.Second}
+	a := startNode(t, js, "a", o)
+	p := &a.endpoint
+	knowAgent(t, "echo", p)
+	p.createThread(t, "loaded")
+	var run tether.Run
+	p.mustCall(t, "POST", "/v1/threads/loaded/runs", map[string]any{"agent": "echo"}, http.StatusCreated, &run)
+	log := p.readLog(t, "/v1/threads/loaded/events")
+	// A thread a has never loaded: created through b.
+	b := startNode(t, js, "b", o)
+	b.createThread(t, "cold")
+	b.stop()
+
+	streams := []struct{ name, path, lastID string }{
+		{"snapshot", "/v1/threads/loaded/events", ""},
+		{"tail", "/v1/threads/loaded/events?offset=now", ""},
+		{"run", "/v1/runs/" + run.ID + "/events", ""},
+		{"resume", "/v1/threads/loaded/events", log[0].Offset},
+		{"cold thread", "/v1/threads/cold/events", ""},
+		{"unknown thread", "/v1/threads/nope/events", ""},
+	}
+	natstest.Stop(srv)
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Go(func() {
+			// Below the store's timeout: an answer by then came from the
+			// node's own bound.
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			st, err := p.openStream(ctx, s.path, s.lastID)
+			switch {
+			case err == nil:
+				defer st.close()
+				if f, err := st.next(); err != nil || !f.IsComment || f.Comment != "ok" {
+					t.Errorf("%s: the stream starts with %+v %v, not :ok", s.name, f, err)
+				}
+			case strings.Contains(err.Error(), "status 503") && strings.Contains(err.Error(), `"unavailable"`):
+			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+				t.Errorf("%s: no response %v after the store went down", s.name, time.Since(t0).Round(time.Millisecond))
+			default:
+				t.Errorf("%s: %v", s.name, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	natstest.Restart(t, srv)
+	for _, s := range streams[3:5] {
+		eventually(t, 30*time.Second, fmt.Sprintf("%s: a stream once the server is back", s.name), func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			st, err := p.openStream(ctx, s.path, s.lastID)
+			if err != nil {
+				return false
+			}
+			defer st.close()
+			f, err := st.next()
+			return err == nil && f.IsComment && f.Comment == "ok"
+		})
+	}
+}

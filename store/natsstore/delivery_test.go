@@ -1,0 +1,96 @@
+package natsstore_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/store/natsstore"
+	"github.com/tetherhq/tether/store/natsstore/natstest"
+)
+
+// TestCommitWaitsForDelivery: the node's notify consumer is held while a
+// batch commits, past the store's Timeout. Commit does not return success
+// before the batch is passed to the notify function (store.Store's
+// contract: a 2xx is durable and visible); once the consumer goes on, it
+// returns, the batch notified.
+func TestCommitWaitsForDelivery(t *testing.T) {
+	var logs testutil.SyncBuffer
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	opts.Timeout = time.Second
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	st := openStore(t, opts)
+	defer st.Close()
+	var rec recorder
+	st.SetNotify(rec.notify)
+	res := mustCommit(t, st, createBatch(t, "t", 1))
+
+	release := sync.OnceFunc(natsstore.HoldDelivery(st))
+	defer release()
+	type result struct {
+		err      error
+		notified int // records notified when Commit returned
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err := st.Commit(ctx, appendBatch(t, "t", res.Version, 2, "held"))
+		done <- result{err, rec.records()}
+	}()
+	// Hold the delivery until the store says it waited past its Timeout,
+	// or Commit returns.
+	var r *result
+	for r == nil && !strings.Contains(logs.String(), "not delivered") {
+		select {
+		case got := <-done:
+			r = &got
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	release()
+	if r == nil {
+		got := <-done
+		r = &got
+	}
+	switch {
+	case r.err == nil && r.notified != 3:
+		t.Fatalf("Commit returned success with %d of 3 records notified:\n%s", r.notified, logs.String())
+	case r.err != nil && !errors.Is(r.err, store.ErrUnavailable):
+		t.Fatalf("Commit: %v", r.err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the held batch notified", func() bool { return rec.records() == 3 })
+}
+
+// TestCloseWhileDeliveryHeld: a Commit waits for its batch's delivery,
+// which is held; Close does not wait for it for ever: the Commit gives up
+// with ErrUnavailable a Timeout after Close started.
+func TestCloseWhileDeliveryHeld(t *testing.T) {
+	var logs testutil.SyncBuffer
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	opts.Timeout = time.Second
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	st := openStore(t, opts)
+	res := mustCommit(t, st, createBatch(t, "t", 1))
+
+	release := sync.OnceFunc(natsstore.HoldDelivery(st))
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Commit(ctx, appendBatch(t, "t", res.Version, 2, "held"))
+		done <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the commit waiting", func() bool { return strings.Contains(logs.String(), "not delivered") })
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	if err := <-done; !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Commit while the store closed: %v, want ErrUnavailable", err)
+	}
+	release() // the consumer stops once it can
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
