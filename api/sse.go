@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -56,9 +57,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			// so that the goroutine that lives as long as the stream keeps
 			// a small stack.
 			st.start()
+			ctx, cancel := context.WithCancel(context.Background())
+			st.unwatch = watchLeave(conn, cancel)
 			go func() {
 				defer st.finish()
-				st.run(context.Background())
+				defer cancel()
+				st.run(ctx)
 			}()
 			return
 		}
@@ -134,9 +138,13 @@ type sseStream struct {
 	reqID string
 	f     frames
 	done  func() // ends the stream's registration with the server
+	// unwatch, if set, stops watching a taken-over connection for its
+	// client leaving (see watchLeave).
+	unwatch func()
 }
 
 func (st *sseStream) finish() {
+	st.stopWatching()
 	st.sub.Close()
 	st.out.close()
 	st.s.metrics.streams.Dec()
@@ -201,6 +209,8 @@ func (st *sseStream) run(ctx context.Context) {
 			}
 			continue
 		}
+		// Caught up: what comes next is live, from memory.
+		st.stopWatching()
 		select {
 		case <-ctx.Done():
 			return
@@ -224,6 +234,49 @@ func (st *sseStream) run(ctx context.Context) {
 			}
 		case <-sub.Ready():
 		}
+	}
+}
+
+// stopWatching ends the watch for the client leaving, if one runs.
+func (st *sseStream) stopWatching() {
+	if st.unwatch != nil {
+		st.unwatch()
+		st.unwatch = nil
+	}
+}
+
+// watchLeave cancels a taken-over stream's context when its client closes
+// the connection, which net/http no longer watches once it has handed the
+// connection over. It matters while the stream reads history: each page
+// waits for one of the store's few connections, and streams of clients
+// long gone must not keep them queued (thousands did, under mass resumes,
+// delaying every other read by minutes). Once the stream is live it
+// writes from memory, and a client that left shows up as a write error
+// at the next frame or ping, so the watch, a goroutine blocked in a read,
+// is stopped there: an idle stream keeps costing one goroutine. The
+// returned function stops the watch and returns once it has.
+func watchLeave(conn net.Conn, cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	var stopping atomic.Bool
+	go func() {
+		defer close(done)
+		var b [64]byte
+		for {
+			// A client sends nothing on a stream; whatever it sends is
+			// dropped.
+			if _, err := conn.Read(b[:]); err != nil {
+				if !stopping.Load() {
+					cancel()
+				}
+				return
+			}
+		}
+	}()
+	return func() {
+		stopping.Store(true)
+		_ = conn.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		_ = conn.SetReadDeadline(time.Time{})
 	}
 }
 
