@@ -55,6 +55,20 @@ type Subscription struct {
 // Subscribe starts a subscription. It returns not_found for an unknown
 // thread, run or message.
 func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := e.subscribe(ctx, req)
+		if err != errRetired {
+			return s, err
+		}
+		if attempt >= maxLookups {
+			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(req.ThreadID))
+		}
+	}
+}
+
+// subscribe is one attempt of Subscribe. It returns errRetired if the
+// thread's entry was dropped while it subscribed.
+func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
 	if e.closed.Load() {
 		return nil, errClosed
 	}
@@ -128,6 +142,14 @@ func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 		s.done = s.endedBy(st, from)
 	}
 	s.sub = e.hub.Subscribe(t.id, from)
+	if t.retired.Load() {
+		// Dropped while this subscribed: a delete (here or on another
+		// node) may have closed the thread's subscribers before this one
+		// registered, and a thread created again with the ID would feed
+		// it. Look the thread up again.
+		s.sub.Close()
+		return nil, errRetired
+	}
 	e.counters.Subscriptions.Add(1)
 	return s, nil
 }
