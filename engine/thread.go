@@ -117,11 +117,15 @@ func (e *Engine) thread(ctx context.Context, id string) (*thread, error) {
 		if t.err == nil && !t.retired.Load() {
 			return t, nil
 		}
-		if t.err != nil && t.err != errRetired {
+		if t.err != nil && t.err != errRetired && (loader || tether.CodeOf(t.err) != tether.CodeNotFound || attempt > 0) {
 			return nil, t.err
 		}
-		// Dropped while loading or just after: deleted (here or by
-		// another node), or evicted. Look it up again.
+		// A load this caller joined may have read the store before the
+		// caller came: the thread may have been created since (a create
+		// notifies nothing). Its not_found is not the caller's answer:
+		// look again once, which starts a load after the caller came.
+		// Or the entry was dropped while loading or just after: deleted
+		// (here or by another node), or evicted. Look it up again.
 		if attempt >= maxLookups {
 			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(id))
 		}
