@@ -15,8 +15,8 @@ import (
 )
 
 // holdStore holds, at a gate, the store calls a test arms (a DeleteThread
-// before it runs, a LoadThread or a ReadEvents after it read, a Commit
-// before it runs) until the test lets them go: it opens the window of a
+// or a Commit before it runs, a LoadThread, Thread or ReadEvents after it
+// read) until the test lets them go: it opens the window of a
 // race deterministically. Everything else is the real store.
 type holdStore struct {
 	store.Store
@@ -96,6 +96,12 @@ func (h *holdStore) LoadThread(ctx context.Context, id string, limit int) (*stor
 	ld, err := h.Store.LoadThread(ctx, id, limit)
 	h.gate("LoadThread")
 	return ld, err
+}
+
+func (h *holdStore) Thread(ctx context.Context, id string) (*store.ThreadRecord, error) {
+	tr, err := h.Store.Thread(ctx, id)
+	h.gate("Thread")
+	return tr, err
 }
 
 func (h *holdStore) ReadEvents(ctx context.Context, id string, after tether.Offset, limit int) ([]*tether.Record, error) {

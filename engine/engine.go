@@ -116,6 +116,9 @@ type Engine struct {
 	// deleting counts the deletes in flight by thread ID: while one is,
 	// the thread is not loaded (it is not_found).
 	deleting map[string]int
+	// deletes counts the deletes of threads (here and by other nodes) by a
+	// hash of their ID (resume.go).
+	deletes [64]atomic.Uint64
 
 	queue *runQueue
 	// ckptQueue holds the threads due for a checkpoint (checkpoint.go).

@@ -76,6 +76,7 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 	}
 	e.mu.Lock()
 	e.deleting[id]++
+	e.delGen(id).Add(1)
 	t := e.threads[id]
 	e.mu.Unlock()
 	defer func() {
