@@ -24,13 +24,16 @@ import (
 // log is folded from its start.
 //
 // Writing one costs the state's size, so a thread is checkpointed once it
-// grew by Options.CheckpointEvents events and by at least half its last
-// checkpoint's size in log bytes: what checkpoints write stays within
-// twice what the log grows by, and what a load folds after the checkpoint
-// stays within that much log. The state is cloned under the thread's read
-// lock (a few allocations per message, text shared) by one background
-// goroutine per engine, which encodes and saves it off the write and
-// notify paths; the notify path only marks the thread as due.
+// grew by Options.CheckpointEvents events and by at least its last
+// checkpoint's size in log bytes. So a load reads the state and folds at
+// most about as much log again (plus CheckpointEvents events): its cost
+// follows the state's size, not the history's. And what checkpoints write
+// stays near what the log grows by: a state grows more slowly than its
+// log, each event's text being a part of the event's encoding. The state
+// is cloned under the thread's read lock (a few allocations per message,
+// text shared) by one background goroutine per engine, which encodes and
+// saves it off the write and notify paths; the notify path only marks the
+// thread as due.
 
 // checkpointVersion is the first byte of a checkpoint: the engine's
 // envelope, then the count of events the state folds (uvarint), the
@@ -97,7 +100,7 @@ func (e *Engine) noteFolded(t *thread, bytes int) {
 	if e.opts.CheckpointEvents < 0 || t.ckptBusy || e.ckptQueue == nil {
 		return
 	}
-	if t.folded-t.ckptFolded < int64(e.opts.CheckpointEvents) || t.sinceBytes < t.ckptSize/2 {
+	if t.folded-t.ckptFolded < int64(e.opts.CheckpointEvents) || t.sinceBytes < t.ckptSize {
 		return
 	}
 	select {
@@ -152,6 +155,7 @@ func (e *Engine) checkpoint(t *thread) {
 	// the store refuses (too large) is not encoded after every event.
 	t.ckptFolded = n
 	t.sinceBytes -= bytes
+	t.ckptSize = max(t.ckptSize, len(data))
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
 			e.log.Warn("checkpoint not saved: loads fold the log since the last one", "thread", t.id, "offset", st.Offset(), "err", err)

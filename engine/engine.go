@@ -41,13 +41,13 @@ type Options struct {
 	MaxThreads int
 	// CheckpointEvents is how many events a thread grows by before its
 	// state is checkpointed in the store, so that loading it folds only
-	// the log after the checkpoint (it must also have grown by half the
-	// last checkpoint's size in log bytes). Defaults to 1,000; negative
-	// disables checkpoints (loads still read existing ones).
+	// the log after the checkpoint (its log must also have grown by the
+	// last checkpoint's size). Defaults to 1,000; negative disables
+	// checkpoints (loads still read existing ones).
 	CheckpointEvents int
 	// CheckpointMaxBytes is the largest checkpoint written: a thread whose
-	// state encodes larger is loaded by folding its log from the last
-	// checkpoint it had. Defaults to 16 MiB.
+	// state encodes larger is loaded from the last checkpoint it had and
+	// the log after it. Defaults to 64 MiB.
 	CheckpointMaxBytes int
 	// AcceptAgent reports whether runs may be created for an agent name
 	// (in-process agents, and names configured for remote workers). Names
@@ -88,7 +88,7 @@ func (o *Options) setDefaults() {
 		o.CheckpointEvents = 1000
 	}
 	if o.CheckpointMaxBytes <= 0 {
-		o.CheckpointMaxBytes = 16 << 20
+		o.CheckpointMaxBytes = 64 << 20
 	}
 	if o.AcceptAgent == nil {
 		o.AcceptAgent = func(string) bool { return true }
