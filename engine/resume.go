@@ -11,9 +11,10 @@ import (
 	"github.com/tetherhq/tether/store"
 )
 
-// A client that resumes a thread's stream from its last offset needs none
-// of the thread's state: that the thread exists, that the offset is an
-// event of its log, and the log after it. On a node that has not loaded
+// A client that resumes a thread's stream (or a run's, while the run goes
+// on) from its last offset needs none of the thread's state: that the
+// thread exists, that the offset is an event of its log, and the log after
+// it. On a node that has not loaded
 // the thread (after a restart, or an eviction), such a subscription is
 // made from the store's indexed reads and the hub alone, so a resume costs
 // the same whatever the log's length; loading the thread (from its
@@ -33,15 +34,30 @@ func (e *Engine) delGen(id string) *atomic.Uint64 {
 	return &e.deletes[maphash.String(delSeed, id)%uint64(len(e.deletes))]
 }
 
-// subscribeCold subscribes to a whole thread this node has not loaded, from
-// an offset, OffsetStart or OffsetNow, without loading it. A delete racing
-// it is caught either way: one in flight when it starts makes the thread
-// not_found; one that starts while it sets up bumps the thread's delete
-// counter, which it checks after registering with the hub (it then starts
-// over); one that starts later closes it with the thread's other
-// subscribers.
+// subscribeCold subscribes to a whole thread, or to a run that has not
+// finished, from an offset, OffsetStart or OffsetNow, without loading the
+// thread. It returns errNeedLoad when it cannot: the thread is loaded
+// (which is cheaper), the cursor is not in the log, or the run is unknown
+// to the store or finished (whether it ended before the cursor takes the
+// state).
+//
+// A delete racing it is caught either way: one in flight when it starts
+// makes the thread not_found; one that starts while it sets up bumps the
+// thread's delete counter, which it checks after registering with the hub
+// (it then starts over); one that starts later closes it with the
+// thread's other subscribers.
 func (e *Engine) subscribeCold(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
 	id := req.ThreadID
+	if req.RunID != "" {
+		rr, err := e.st.Run(ctx, req.RunID)
+		if err != nil || rr.Run.Status.Terminal() || (id != "" && rr.Run.ThreadID != id) {
+			return nil, errNeedLoad
+		}
+		id = rr.Run.ThreadID
+		if e.cached(id) != nil {
+			return nil, errNeedLoad
+		}
+	}
 	if !tether.ValidID(id) {
 		return nil, notFound(id)
 	}
@@ -82,6 +98,16 @@ func (e *Engine) subscribeCold(ctx context.Context, req SubscribeRequest) (*Subs
 		sub.Close()
 		return nil, e.storeErr(err, "thread %s", id)
 	}
+	if req.RunID != "" {
+		// Read after registering too: a run that had not finished then
+		// finishes after it, so its run.finished reaches the subscriber
+		// (which then ends).
+		rr, err := e.runRecord(ctx, id, req.RunID)
+		if err != nil || rr.Run.Status.Terminal() {
+			sub.Close()
+			return nil, errNeedLoad
+		}
+	}
 	e.mu.Lock()
 	deleting = e.deleting[id] > 0
 	e.mu.Unlock()
@@ -89,7 +115,7 @@ func (e *Engine) subscribeCold(ctx context.Context, req SubscribeRequest) (*Subs
 		sub.Close()
 		return nil, errRetired
 	}
-	s := &Subscription{ThreadID: id, Tail: tr.Thread.LastOffset, e: e, sub: sub, scanned: from}
+	s := &Subscription{ThreadID: id, RunID: req.RunID, Tail: tr.Thread.LastOffset, e: e, sub: sub, scanned: from}
 	if len(req.Types) > 0 {
 		s.types = make(map[string]bool, len(req.Types))
 		for _, ty := range req.Types {

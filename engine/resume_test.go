@@ -44,6 +44,22 @@ func TestResumeDoesNotLoad(t *testing.T) {
 		t.Fatalf("resumed with %v, want %v", offsets(got), want)
 	}
 
+	// A run's stream too, while the run goes on.
+	runSub, err := e.Subscribe(ctx, engine.SubscribeRequest{RunID: c.Run.ID, Cursor: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runSub.Close()
+	if n := e.CachedThreads(); n != 0 || runSub.Snapshot != nil || runSub.ThreadID != "t1" {
+		t.Errorf("a run's resume: %d threads loaded, snapshot %v, thread %q", n, runSub.Snapshot != nil, runSub.ThreadID)
+	}
+	got = drain(t, runSub, func(recs []*tether.Record) bool { return len(recs) >= 4 })
+	for _, r := range got {
+		if r.RunID != c.Run.ID {
+			t.Fatalf("a run's stream got an event of run %s", r.RunID)
+		}
+	}
+
 	// A worker's append loads the thread; the subscription goes on live.
 	mustAppend(t, e, c, &tether.Event{Type: tether.EventTextDelta, MessageID: lastMsg(t, e, "t1"), Delta: " live"})
 	live := drain(t, sub, func(recs []*tether.Record) bool { return len(recs) >= 1 })
@@ -51,6 +67,14 @@ func TestResumeDoesNotLoad(t *testing.T) {
 	if live[0].Offset != log[len(log)-1].Offset || sub.Tip() != live[0].Offset {
 		t.Fatalf("live %s, tip %s, want %s", live[0].Offset, sub.Tip(), log[len(log)-1].Offset)
 	}
+
+	// The run's stream ends with the run.
+	mustAppend(t, e, c, finished(tether.RunDone))
+	ended := drain(t, runSub, nil)
+	if len(ended) != 2 || ended[1].Type != tether.EventRunFinished || !runSub.Done() {
+		t.Fatalf("the run's stream ended with %d events, done %v", len(ended), runSub.Done())
+	}
+	log = readAll(t, st, "t1")
 
 	// Other starts, also without a load, and a cursor not in the log,
 	// which takes a reset snapshot (and so the state).
@@ -76,6 +100,17 @@ func TestResumeDoesNotLoad(t *testing.T) {
 	if s.Snapshot == nil || !s.Snapshot.Reset || s.Snapshot.Offset != log[len(log)-1].Offset {
 		t.Fatalf("a cursor not in the log: snapshot %+v", s.Snapshot)
 	}
+	// A finished run's resume takes the state: whether it ended before
+	// the cursor.
+	e3 := newEngine(t, st, engine.Options{})
+	fin, err := e3.Subscribe(ctx, engine.SubscribeRequest{RunID: c.Run.ID, Cursor: log[len(log)-1].Offset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fin.Done() || e3.CachedThreads() != 1 {
+		t.Errorf("a finished run's resume after its end: done %v, %d threads loaded", fin.Done(), e3.CachedThreads())
+	}
+	fin.Close()
 	for _, id := range []string{"nope", "ds:x"} {
 		_, err := e2.Subscribe(ctx, engine.SubscribeRequest{ThreadID: id, Cursor: cursor})
 		wantCode(t, err, tether.CodeNotFound)
