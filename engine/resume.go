@@ -126,6 +126,17 @@ func (e *Engine) subscribeCold(ctx context.Context, req SubscribeRequest) (*Subs
 	return s, nil
 }
 
+// threadIDOf returns the thread a subscription request follows, as far as
+// this node knows without reading the store ("" if it does not).
+func (e *Engine) threadIDOf(req SubscribeRequest) string {
+	if req.RunID == "" {
+		return req.ThreadID
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs[req.RunID]
+}
+
 // tipTimeout bounds the store read of coldTip.
 const tipTimeout = 5 * time.Second
 

@@ -72,7 +72,7 @@ func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 	if e.closed.Load() {
 		return nil, errClosed
 	}
-	if req.MessageID == "" && req.Cursor != "" && (req.RunID != "" || e.cached(req.ThreadID) == nil) {
+	if req.MessageID == "" && req.Cursor != "" && e.cached(e.threadIDOf(req)) == nil {
 		if s, err := e.subscribeCold(ctx, req); err != errNeedLoad {
 			return s, err
 		}
