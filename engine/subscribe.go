@@ -346,7 +346,9 @@ func (s *Subscription) Scanned() tether.Offset { return s.scanned }
 
 // Tip returns the thread's last committed offset now.
 func (s *Subscription) Tip() tether.Offset {
-	if s.t == nil {
+	if s.t == nil || s.t.retired.Load() {
+		// Made without loading the thread, or its state was dropped
+		// from memory since (and is no longer kept up to date).
 		return s.coldTip()
 	}
 	s.t.rmu.Lock()
