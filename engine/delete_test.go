@@ -351,3 +351,41 @@ func TestLoadJoinedAfterCreate(t *testing.T) {
 		t.Errorf("a run created after its thread: %v", err)
 	}
 }
+
+// Another node deletes a thread while this node loads it: the load read
+// the thread before the delete, the notification of the delete comes
+// before the load ends. The load must not keep what it read.
+func TestDeletedElsewhereDuringLoad(t *testing.T) {
+	base := testutil.OpenStore(t, "")
+	sh := newShared(base)
+	a := newEngine(t, nodeView{sh, 0}, engine.Options{NodeID: "a"})
+	c := deletable(t, a, "t1")
+	last := readAll(t, base, "t1")
+	// b starts after: it has not loaded the thread.
+	hs := &holdStore{Store: nodeView{sh, 1}, armed: map[string]bool{},
+		entered: make(chan string, 4), release: make(chan struct{}, 4), stop: make(chan struct{})}
+	b := newHeldEngine(t, hs, engine.Options{NodeID: "b"})
+	hs.arm("LoadThread")
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := b.Thread(context.Background(), "t1")
+		loaded <- err
+	}()
+	hs.wait(t, "LoadThread")
+	if err := a.DeleteThread(ctxT(t), "t1"); err != nil {
+		t.Fatal(err)
+	}
+	// What a store shared by several nodes tells the others.
+	sh.mu.Lock()
+	notifyB := sh.fns[1]
+	sh.mu.Unlock()
+	notifyB(&store.Committed{ThreadID: "t1", Before: last[len(last)-1].Offset, Deleted: true})
+	hs.release <- struct{}{}
+	if err := <-loaded; tether.CodeOf(err) != tether.CodeNotFound {
+		t.Errorf("a load that read the thread before another node deleted it: %v, want not_found", err)
+	}
+	wantGone(t, b, "on the other node", "t1", c)
+	if n := b.CachedThreads(); n != 0 {
+		t.Errorf("%d threads in memory on the other node", n)
+	}
+}

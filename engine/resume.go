@@ -14,14 +14,13 @@ import (
 // A client that resumes a thread's stream (or a run's, while the run goes
 // on) from its last offset needs none of the thread's state: that the
 // thread exists, that the offset is an event of its log, and the log after
-// it. On a node that has not loaded
-// the thread (after a restart, or an eviction), such a subscription is
-// made from the store's indexed reads and the hub alone, so a resume costs
-// the same whatever the log's length; loading the thread (from its
-// checkpoint and the log after it) is left to what needs its state.
+// it. On a node that has not loaded the thread (after a restart, or an
+// eviction), such a subscription is made from the store's indexed reads
+// and the hub alone, so a resume costs the same whatever the log's length;
+// loading the thread (from its checkpoint and the log after it) is left to
+// what needs its state.
 
-// errNeedLoad says a subscription needs the thread's state after all (its
-// cursor is not in the log: the client gets a reset snapshot).
+// errNeedLoad says a subscription needs the thread's state after all.
 var errNeedLoad = errors.New("engine: the subscription needs the thread's state")
 
 // delSeed hashes thread IDs onto Engine.delGen.
