@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -22,7 +23,7 @@ func (s *Store) LoadThread(ctx context.Context, id string, limit int) (*store.Th
 	if s.isClosed() {
 		return nil, store.ErrClosed
 	}
-	for range 3 {
+	for range 5 {
 		var (
 			exists    bool
 			inc, last uint64
@@ -64,7 +65,7 @@ func (s *Store) LoadThread(ctx context.Context, id string, limit int) (*store.Th
 			return ld, nil
 		}
 	}
-	return nil, s.readErr("load thread", errors.New("natsstore: the thread keeps being deleted while it is read"))
+	return nil, fmt.Errorf("natsstore: load thread %s: %w: it keeps being deleted while it is read", id, store.ErrUnavailable)
 }
 
 // loadCheckpoint reads the checkpoint of the incarnation inc of a thread
