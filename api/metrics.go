@@ -53,6 +53,7 @@ func newMetrics(e *engine.Engine) *metrics {
 		counter("tether_appends_rejected_total", "Appends rejected by validation.", c.Rejected.Load),
 		counter("tether_commit_errors_total", "Batches the store failed to commit.", c.CommitErrors.Load),
 		counter("tether_runs_aborted_total", "Runs the server ended aborted.", c.Aborted.Load),
+		counter("tether_checkpoints_total", "Thread states checkpointed in the store.", c.Checkpoints.Load),
 		gauge("tether_subscriptions", "Open subscriptions.", func() float64 { return float64(c.Subscriptions.Load()) }),
 		gauge("tether_threads_cached", "Thread states in memory.", func() float64 { return float64(e.CachedThreads()) }),
 		gauge("tether_hub_topics", "Threads with a fan-out topic.", func() float64 { return float64(e.Hub().Stats().Topics) }),

@@ -39,6 +39,16 @@ type Options struct {
 	// beyond it are dropped and folded again from the log when needed.
 	// Defaults to 10,000.
 	MaxThreads int
+	// CheckpointEvents is how many events a thread grows by before its
+	// state is checkpointed in the store, so that loading it folds only
+	// the log after the checkpoint (its log must also have grown by the
+	// last checkpoint's size). Defaults to 1,000; negative disables
+	// checkpoints (loads still read existing ones).
+	CheckpointEvents int
+	// CheckpointMaxBytes is the largest checkpoint written: a thread whose
+	// state encodes larger is loaded from the last checkpoint it had and
+	// the log after it. Defaults to 64 MiB.
+	CheckpointMaxBytes int
 	// AcceptAgent reports whether runs may be created for an agent name
 	// (in-process agents, and names configured for remote workers). Names
 	// that a worker asked for in the last ten minutes are accepted too.
@@ -74,6 +84,12 @@ func (o *Options) setDefaults() {
 	if o.MaxThreads <= 0 {
 		o.MaxThreads = 10000
 	}
+	if o.CheckpointEvents == 0 {
+		o.CheckpointEvents = 1000
+	}
+	if o.CheckpointMaxBytes <= 0 {
+		o.CheckpointMaxBytes = 64 << 20
+	}
 	if o.AcceptAgent == nil {
 		o.AcceptAgent = func(string) bool { return true }
 	}
@@ -97,8 +113,16 @@ type Engine struct {
 	threads map[string]*thread
 	lru     *list.List        // of *thread, most recently used first
 	runs    map[string]string // run ID → thread ID, for runs seen by this process
+	// deleting counts the deletes in flight by thread ID: while one is,
+	// the thread is not loaded (it is not_found).
+	deleting map[string]int
+	// deletes counts the deletes of threads (here and by other nodes) by a
+	// hash of their ID (resume.go).
+	deletes [64]atomic.Uint64
 
 	queue *runQueue
+	// ckptQueue holds the threads due for a checkpoint (checkpoint.go).
+	ckptQueue chan *thread
 
 	agentsMu sync.Mutex
 	seen     map[string]time.Time // agent name → when a worker last asked for it
@@ -115,16 +139,18 @@ type Engine struct {
 func New(st store.Store, opts Options) *Engine {
 	opts.setDefaults()
 	e := &Engine{
-		st:      st,
-		opts:    opts,
-		log:     opts.Logger,
-		threads: make(map[string]*thread),
-		lru:     list.New(),
-		runs:    make(map[string]string),
-		queue:   newRunQueue(),
-		seen:    make(map[string]time.Time),
-		shared:  make(map[string]time.Time),
-		closing: make(chan struct{}),
+		st:        st,
+		opts:      opts,
+		log:       opts.Logger,
+		threads:   make(map[string]*thread),
+		lru:       list.New(),
+		runs:      make(map[string]string),
+		deleting:  make(map[string]int),
+		queue:     newRunQueue(),
+		ckptQueue: make(chan *thread, 256),
+		seen:      make(map[string]time.Time),
+		shared:    make(map[string]time.Time),
+		closing:   make(chan struct{}),
 	}
 	e.hub = hub.New(st.ReadEvents, opts.Hub)
 	st.SetNotify(e.onCommit)
@@ -142,8 +168,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.recover(ctx); err != nil {
 		return err
 	}
-	e.bg.Add(1)
+	e.bg.Add(2)
 	go e.sweepLoop()
+	go e.checkpointLoop()
 	return nil
 }
 
@@ -263,6 +290,7 @@ type Counters struct {
 	CommitErrors  atomic.Int64 // batches the store failed
 	Subscriptions atomic.Int64 // subscriptions open now
 	Aborted       atomic.Int64 // runs aborted by the server
+	Checkpoints   atomic.Int64 // thread states checkpointed in the store
 }
 
 // Counters returns the engine's running totals.

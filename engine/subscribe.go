@@ -55,8 +55,27 @@ type Subscription struct {
 // Subscribe starts a subscription. It returns not_found for an unknown
 // thread, run or message.
 func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := e.subscribe(ctx, req)
+		if err != errRetired {
+			return s, err
+		}
+		if attempt >= maxLookups {
+			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(req.ThreadID))
+		}
+	}
+}
+
+// subscribe is one attempt of Subscribe. It returns errRetired if the
+// thread's entry was dropped while it subscribed.
+func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
 	if e.closed.Load() {
 		return nil, errClosed
+	}
+	if req.MessageID == "" && req.Cursor != "" && e.cached(e.threadIDOf(req)) == nil {
+		if s, err := e.subscribeCold(ctx, req); err != errNeedLoad {
+			return s, err
+		}
 	}
 	var t *thread
 	var err error
@@ -78,81 +97,117 @@ func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 			s.types[ty] = true
 		}
 	}
-	st := t.snapshotState()
-	if e.mayBeBehind(st, req) {
+	// What the subscription needs of the state is read under its lock; a
+	// copy of the state is taken only to send a snapshot.
+	v := t.subView(req)
+	if e.mayBeBehind(v, req) {
 		// Another node may have committed what the request names (a
 		// cursor it handed out, a run it created) before this node was
 		// notified: look in the store before calling it unknown.
 		if err := e.refresh(ctx, t); err != nil {
 			return nil, err
 		}
-		st = t.snapshotState()
+		v = t.subView(req)
 	}
-	s.Tail = st.Offset()
+	s.Tail = v.offset
 	if req.MessageID != "" {
-		m, ok := st.Machine().Message(req.MessageID)
-		if !ok || (req.RunID != "" && m.RunID != req.RunID) {
+		if !v.hasMsg || (req.RunID != "" && v.msg.RunID != req.RunID) {
 			return nil, tether.Errorf(tether.CodeNotFound, "message %s not found", req.MessageID)
 		}
-		s.msgRun = m.RunID
+		s.msgRun = v.msg.RunID
 	}
-	if req.RunID != "" {
-		if _, ok := st.Machine().Run(req.RunID); !ok {
-			return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", req.RunID)
-		}
+	if req.RunID != "" && !v.hasRun {
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", req.RunID)
 	}
 
+	var st *runs.State // the copy, if a snapshot is sent
+	snapshot := func(reset bool) tether.Offset {
+		st = t.snapshotState()
+		return s.snapshot(st, reset)
+	}
 	from := req.Cursor
 	switch req.Cursor {
 	case "":
-		from = s.snapshot(st, false)
+		from = snapshot(false)
 	case tether.OffsetStart:
 	case tether.OffsetNow:
-		from = st.Offset()
+		from = v.offset
 	default:
-		if !req.Cursor.After(st.Offset()) {
+		if !req.Cursor.After(v.offset) {
 			_, err := e.st.ReadEvents(ctx, t.id, req.Cursor, 1)
 			switch {
 			case errors.Is(err, store.ErrOffsetNotFound):
-				from = s.snapshot(st, true)
+				from = snapshot(true)
 			case err != nil:
 				return nil, e.storeErr(err, "thread %s", t.id)
 			}
 		} else {
 			// Past the tail: no event of this log has this offset.
-			from = s.snapshot(st, true)
+			from = snapshot(true)
 		}
 	}
 	s.scanned = from
-	if !s.done {
+	switch {
+	case s.done:
+	case st != nil:
 		s.done = s.endedBy(st, from)
+	default:
+		s.done = v.end != "" && !v.end.After(from)
 	}
 	s.sub = e.hub.Subscribe(t.id, from)
+	if t.retired.Load() {
+		// Dropped while this subscribed: a delete (here or on another
+		// node) may have closed the thread's subscribers before this one
+		// registered, and a thread created again with the ID would feed
+		// it. Look the thread up again.
+		s.sub.Close()
+		return nil, errRetired
+	}
 	e.counters.Subscriptions.Add(1)
 	return s, nil
 }
 
-// mayBeBehind reports whether a request names something st does not
-// hold: an offset after its tail, or a run or message it does not know.
-func (e *Engine) mayBeBehind(st *runs.State, req SubscribeRequest) bool {
+// subView is what a subscription needs of a thread's committed state.
+type subView struct {
+	offset tether.Offset
+	hasRun bool // the request's run is in the state
+	msg    runs.MessageInfo
+	hasMsg bool
+	// end is the offset at which the followed message, else run, ended
+	// ("" if it has not).
+	end tether.Offset
+}
+
+// subView reads what req needs of the thread's committed state, in
+// O(1): nothing is copied.
+func (t *thread) subView(req SubscribeRequest) subView {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	st := t.state
+	v := subView{offset: st.Offset()}
+	if req.RunID != "" {
+		_, v.hasRun = st.Machine().Run(req.RunID)
+		v.end = st.RunFinishedAt(req.RunID)
+	}
+	if req.MessageID != "" {
+		v.msg, v.hasMsg = st.Machine().Message(req.MessageID)
+		v.end = st.MessageFinishedAt(req.MessageID)
+	}
+	return v
+}
+
+// mayBeBehind reports whether a request names something the state seen
+// in v does not hold: an offset after its tail, or a run or message it
+// does not know.
+func (e *Engine) mayBeBehind(v subView, req SubscribeRequest) bool {
 	switch req.Cursor {
 	case "", tether.OffsetStart, tether.OffsetNow:
 	default:
-		if req.Cursor.After(st.Offset()) {
+		if req.Cursor.After(v.offset) {
 			return true
 		}
 	}
-	if req.RunID != "" {
-		if _, ok := st.Machine().Run(req.RunID); !ok {
-			return true
-		}
-	}
-	if req.MessageID != "" {
-		if _, ok := st.Machine().Message(req.MessageID); !ok {
-			return true
-		}
-	}
-	return false
+	return (req.RunID != "" && !v.hasRun) || (req.MessageID != "" && !v.hasMsg)
 }
 
 // snapshot sets the subscription's snapshot from st and returns its offset.
@@ -291,6 +346,11 @@ func (s *Subscription) Scanned() tether.Offset { return s.scanned }
 
 // Tip returns the thread's last committed offset now.
 func (s *Subscription) Tip() tether.Offset {
+	if s.t == nil || s.t.retired.Load() {
+		// Made without loading the thread, or its state was dropped
+		// from memory since (and is no longer kept up to date).
+		return s.coldTip()
+	}
 	s.t.rmu.Lock()
 	defer s.t.rmu.Unlock()
 	return s.t.state.Offset()

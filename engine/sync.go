@@ -198,5 +198,6 @@ func (e *Engine) deletedElsewhere(c *store.Committed) {
 		e.forget(t)
 		e.forgetRuns(c.ThreadID, runIDs)
 	}
+	e.delGen(c.ThreadID).Add(1)
 	e.hub.CloseThread(c.ThreadID)
 }

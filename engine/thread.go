@@ -4,8 +4,8 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -22,6 +22,11 @@ type thread struct {
 	ready chan struct{} // closed once loaded
 	err   error         // load error, set before ready is closed
 	elem  *list.Element // in Engine.lru, guarded by Engine.mu
+	// retired is set, under Engine.mu, when the entry leaves
+	// Engine.threads (deleted, evicted, dropped after a failed commit or
+	// another node's delete): whoever still holds it must start nothing
+	// new on it, but look the thread up again.
+	retired atomic.Bool
 
 	wmu       sync.Mutex
 	idle      *sync.Cond // signalled when the queue drains
@@ -49,6 +54,13 @@ type thread struct {
 	rmu    sync.Mutex
 	state  *runs.State // nil while loading
 	folded int64       // events folded into state
+	// Checkpoints (checkpoint.go): the events the latest checkpoint folds,
+	// its size, the log bytes folded since, and whether one is queued or
+	// being written.
+	ckptFolded int64
+	ckptSize   int
+	sinceBytes int
+	ckptBusy   bool
 	// early holds the batches notified while the thread was loading:
 	// another node may commit during the load, after the load's read.
 	early []*store.Committed
@@ -85,47 +97,106 @@ func (t *thread) waitIdle() {
 }
 
 // thread returns the loaded state of a thread, loading it from the store if
-// needed. It returns a not_found error if the thread does not exist, or if
-// id is not a valid thread ID: the store also keeps logs the engine must
-// never load, under IDs with a ":" (Durable Streams keeps its streams under
-// "ds:"), which tether.ValidID refuses.
+// needed. It returns a not_found error if the thread does not exist, is
+// being deleted, or if id is not a valid thread ID: the store also keeps
+// logs the engine must never load, under IDs with a ":" (Durable Streams
+// keeps its streams under "ds:"), which tether.ValidID refuses.
 func (e *Engine) thread(ctx context.Context, id string) (*thread, error) {
 	if !tether.ValidID(id) {
-		return nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", truncateID(id))
+		return nil, notFound(id)
 	}
-	e.mu.Lock()
-	t := e.threads[id]
-	if t != nil {
-		e.lru.MoveToFront(t.elem)
-		e.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		t, loader, err := e.entryFor(id)
+		if err != nil {
+			return nil, err
+		}
+		if loader {
+			e.loadEntry(ctx, t)
+		}
 		select {
 		case <-t.ready:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if t.err != nil {
+		if t.err == nil && !t.retired.Load() {
+			return t, nil
+		}
+		if t.err != nil && t.err != errRetired && (loader || tether.CodeOf(t.err) != tether.CodeNotFound || attempt > 0) {
 			return nil, t.err
 		}
-		return t, nil
+		// A load this caller joined may have read the store before the
+		// caller came: the thread may have been created since (a create
+		// notifies nothing). Its not_found is not the caller's answer:
+		// look again once, which starts a load after the caller came.
+		// Or the entry was dropped while loading or just after: deleted
+		// (here or by another node), or evicted. Look it up again.
+		if attempt >= maxLookups {
+			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(id))
+		}
+	}
+}
+
+// maxLookups bounds how often thread looks a thread up again after its
+// entry was dropped under it.
+const maxLookups = 4
+
+// errRetired is the load error of an entry dropped while it loaded.
+var errRetired = errors.New("engine: the thread's entry was dropped while it loaded")
+
+func notFound(id string) error {
+	return tether.Errorf(tether.CodeNotFound, "thread %s not found", truncateID(id))
+}
+
+// entryFor returns the entry of a thread, creating it if there is none; the
+// caller that created it (loader) must load it. While a delete of the
+// thread is in flight no entry is made: the thread is not_found.
+func (e *Engine) entryFor(id string) (t *thread, loader bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleting[id] > 0 {
+		return nil, false, notFound(id)
+	}
+	if t = e.threads[id]; t != nil {
+		e.lru.MoveToFront(t.elem)
+		return t, false, nil
 	}
 	t = &thread{id: id, ready: make(chan struct{})}
 	t.idle = sync.NewCond(&t.wmu)
 	t.elem = e.lru.PushFront(t)
 	e.threads[id] = t
-	e.mu.Unlock()
+	return t, true, nil
+}
 
+// loadEntry loads a new entry and publishes it: its runs go in the run
+// index, and its waiters get it, only if it is still the thread's entry
+// once loaded. A delete that started meanwhile (or another node's)
+// dropped it; what it read may be of the deleted thread.
+func (e *Engine) loadEntry(ctx context.Context, t *thread) {
 	// The load must not fail because the first caller gave up: others may
 	// be waiting for it.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	t.err = e.load(lctx, t)
+	err := e.load(lctx, t)
 	cancel()
-	close(t.ready)
-	if t.err != nil {
-		e.forget(t)
-		return nil, t.err
+	e.mu.Lock()
+	if err == nil && e.threads[t.id] != t {
+		err = errRetired
 	}
-	e.evict()
-	return t, nil
+	if err == nil {
+		for _, r := range t.spec.Runs() {
+			e.runs[r.ID] = t.id
+		}
+	} else {
+		e.drop(t)
+	}
+	t.err = err
+	e.mu.Unlock()
+	close(t.ready)
+	if err == nil {
+		t.rmu.Lock()
+		e.noteFolded(t, 0) // a long log folded after the checkpoint: save one now
+		t.rmu.Unlock()
+		e.evict()
+	}
 }
 
 // cached returns the loaded state of a thread if it is in memory.
@@ -149,11 +220,17 @@ func (e *Engine) entry(id string) *thread {
 // forget drops a thread's state from memory.
 func (e *Engine) forget(t *thread) {
 	e.mu.Lock()
+	e.drop(t)
+	e.mu.Unlock()
+}
+
+// drop removes t from the threads in memory and retires it. e.mu is held.
+func (e *Engine) drop(t *thread) {
 	if e.threads[t.id] == t {
 		delete(e.threads, t.id)
 		e.lru.Remove(t.elem)
 	}
-	e.mu.Unlock()
+	t.retired.Store(true)
 }
 
 // forgetRuns drops the runs of a deleted thread from the run → thread
@@ -177,89 +254,12 @@ func (e *Engine) evict() {
 		prev := el.Prev()
 		if t.loaded() && t.wmu.TryLock() {
 			if !t.flushing && len(t.queue) == 0 {
-				delete(e.threads, t.id)
-				e.lru.Remove(el)
+				e.drop(t)
 			}
 			t.wmu.Unlock()
 		}
 		el = prev
 	}
-}
-
-// load folds a thread's log into its committed state and derives the
-// speculative machine from it.
-func (e *Engine) load(ctx context.Context, t *thread) error {
-	rec, err := e.st.Thread(ctx, t.id)
-	if err != nil {
-		return e.storeErr(err, "thread %s", t.id)
-	}
-	row := rec.Thread
-	state := runs.NewState(tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt})
-	after := tether.OffsetStart
-	var n int64
-	for {
-		recs, err := e.st.ReadEvents(ctx, t.id, after, 1000)
-		if err != nil {
-			return e.storeErr(err, "thread %s", t.id)
-		}
-		for _, r := range recs {
-			ev, err := r.Decode()
-			if err != nil {
-				return fmt.Errorf("load thread %s: decode event %s: %w", t.id, r.Offset, err)
-			}
-			if err := state.Apply(ev); err != nil {
-				// A committed event that the machine rejects means the rules
-				// changed under an old log. Keep serving what can be folded.
-				e.log.Warn("event of the log does not fold", "thread", t.id, "offset", r.Offset, "err", err)
-			}
-			after = r.Offset
-			n++
-		}
-		if len(recs) < 1000 {
-			break
-		}
-	}
-	// Batches committed (by another node) while the log was read were
-	// kept aside by the notify path: fold them too, skipping what the read
-	// already had. The version is what was folded; a commit on a stale one
-	// conflicts and is replayed.
-	t.rmu.Lock()
-	t.state = state
-	t.folded = n
-	for _, c := range t.early {
-		for _, ev := range c.Events {
-			e.fold(t, ev)
-		}
-	}
-	t.early = nil
-	n = t.folded
-	t.spec = state.Machine().Clone()
-	t.rmu.Unlock()
-	t.version, t.committed = n, n
-	t.row = tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt}
-	t.extras = make(map[string]*runExtra)
-	t.idem = make(map[string]string)
-	t.producers = make(map[string]*store.Producer)
-	t.prodPending = make(map[string]*pending)
-	for _, r := range t.spec.Runs() {
-		if r.Status.Terminal() {
-			continue
-		}
-		rr, err := e.runRecord(ctx, t.id, r.ID)
-		if err != nil {
-			return e.storeErr(err, "run %s", r.ID)
-		}
-		t.extras[r.ID] = &runExtra{key: rr.IdempotencyKey, multitask: rr.Multitask, lease: rr.Lease, saved: *rr}
-		if rr.IdempotencyKey != "" {
-			t.idem[rr.IdempotencyKey] = r.ID
-		}
-	}
-	e.mu.Lock()
-	for _, r := range t.spec.Runs() {
-		e.runs[r.ID] = t.id
-	}
-	e.mu.Unlock()
-	return nil
 }
 
 // runRecord reads the row of a run of a thread, as of the thread's log on

@@ -64,24 +64,46 @@ func (e *Engine) Threads(ctx context.Context, q store.ThreadQuery) (*store.Threa
 
 // DeleteThread removes a thread, its log and its runs. Its subscriptions
 // end; runs on it can no longer append.
+//
+// From its start until it returns, the thread is not_found to every
+// caller of this engine: no load of it starts, and a load in flight is
+// dropped instead of kept. So once it returns nothing of the deleted
+// thread is in memory, and a thread created again with its ID starts
+// empty.
 func (e *Engine) DeleteThread(ctx context.Context, id string) error {
-	t, err := e.thread(ctx, id)
-	if err != nil {
-		return err
+	if !tether.ValidID(id) {
+		return notFound(id)
 	}
-	t.wmu.Lock()
-	t.deleted = true
-	for t.flushing {
-		t.idle.Wait()
-	}
-	t.wmu.Unlock()
-	e.forget(t)
-	err = e.st.DeleteThread(ctx, id)
-	e.hub.CloseThread(id)
+	e.mu.Lock()
+	e.deleting[id]++
+	e.delGen(id).Add(1)
+	t := e.threads[id]
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.deleting[id]--; e.deleting[id] == 0 {
+			delete(e.deleting, id)
+		}
+		e.mu.Unlock()
+	}()
 	var runIDs []string
-	for _, r := range t.spec.Runs() {
-		runIDs = append(runIDs, r.ID)
+	if t != nil {
+		// A loading entry has nothing queued; its load sees it was dropped.
+		if t.loaded() {
+			t.wmu.Lock()
+			t.deleted = true
+			for t.flushing {
+				t.idle.Wait()
+			}
+			for _, r := range t.spec.Runs() {
+				runIDs = append(runIDs, r.ID)
+			}
+			t.wmu.Unlock()
+		}
+		e.forget(t)
 	}
+	err := e.st.DeleteThread(ctx, id)
+	e.hub.CloseThread(id)
 	e.forgetRuns(id, runIDs)
 	if err != nil {
 		return e.storeErr(err, "thread %s", id)

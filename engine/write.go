@@ -186,7 +186,10 @@ func (e *Engine) accept(t *thread, plan func(*planner) error) (*pending, any, er
 	if t.deleted {
 		return nil, nil, tether.Errorf(tether.CodeNotFound, "thread %s not found", t.id)
 	}
-	if t.broken {
+	if t.broken || t.retired.Load() {
+		// Dropped from memory since the caller looked it up: a plan
+		// validated on it could land on a thread deleted and created
+		// again since.
 		return nil, nil, tether.Errorf(tether.CodeUnavailable, "thread %s is being reloaded; retry", t.id)
 	}
 	if !t.flushing && len(t.queue) == 0 && t.foldedCount() != t.committed {
@@ -559,9 +562,12 @@ func (e *Engine) onCommit(c *store.Committed) {
 		}
 	}
 	if t != nil {
-		for _, ev := range c.Events {
+		bytes := 0
+		for i, ev := range c.Events {
 			e.fold(t, ev)
+			bytes += len(c.Records[i].Data)
 		}
+		e.noteFolded(t, bytes)
 		for _, ev := range c.Events {
 			if ev.Type == tether.EventRunCreated || ev.Type == tether.EventRunFinished {
 				if r, ok := t.state.Machine().NextPending(); ok {

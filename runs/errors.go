@@ -1,17 +1,27 @@
 package runs
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
 )
 
-// The package has no sentinels of its own: every rejection is a
-// *tether.Error with code bad_request (the event is malformed or names
-// something that does not exist) or conflict (the event is well formed but
-// impossible in the current state), so that the API maps them without
-// knowing this package.
+// Every rejection of an event is a *tether.Error with code bad_request (the
+// event is malformed or names something that does not exist) or conflict
+// (the event is well formed but impossible in the current state), so that
+// the API maps them without knowing this package. The sentinels below are
+// DecodeState's, which no client ever sees.
+
+var (
+	// ErrStateVersion is returned by DecodeState for an encoding of a
+	// version it does not know.
+	ErrStateVersion = errors.New("runs: state encoding of an unknown version")
+	// ErrStateCorrupt is returned by DecodeState for an encoding it
+	// cannot read or that makes an inconsistent State.
+	ErrStateCorrupt = errors.New("runs: corrupt state encoding")
+)
 
 func badRequest(format string, args ...any) error {
 	return tether.Errorf(tether.CodeBadRequest, format, args...)

@@ -56,6 +56,21 @@ type Store interface {
 	// the thread does not exist.
 	Thread(ctx context.Context, id string) (*ThreadRecord, error)
 
+	// LoadThread reads what loading a thread takes, as of one state of the
+	// store: the thread's row and version, its latest checkpoint, and up to
+	// limit records of its log after the checkpoint's offset (from the
+	// first event without one; none if limit is zero or less). Nothing of
+	// another incarnation of the thread (one deleted since, or created
+	// again after a delete) is mixed in: the checkpoint is left out unless
+	// its offset names an event of the row's log, and the records are of
+	// that log. The caller reads the rest of the log with ReadEvents after
+	// the last record, which answers ErrOffsetNotFound or ErrNotFound once
+	// that incarnation is gone, never another incarnation's events. It
+	// returns ErrNotFound if the thread does not exist. Its cost grows with
+	// the checkpoint's size and the records returned, not with the log's
+	// length.
+	LoadThread(ctx context.Context, id string, limit int) (*ThreadLoad, error)
+
 	// Threads lists threads, most recently updated first.
 	Threads(ctx context.Context, q ThreadQuery) (*ThreadPage, error)
 
@@ -83,7 +98,9 @@ type Store interface {
 	// SaveCheckpoint stores the state of a thread as of offset (an opaque
 	// encoding made by the caller), replacing an older checkpoint. A
 	// checkpoint is a cache of the fold of the log up to offset, so it may
-	// be written at any time after the events it covers are committed. It
+	// be written at any time after the events it covers are committed; one
+	// written late, after the thread was deleted and created again, is
+	// never returned by LoadThread, whose log does not hold its offset. It
 	// returns ErrNotFound if the thread does not exist.
 	SaveCheckpoint(ctx context.Context, threadID string, offset tether.Offset, data []byte) error
 
@@ -193,6 +210,26 @@ type ThreadRecord struct {
 	Thread tether.Thread
 	// Version is the number of events in the thread's log.
 	Version int64
+}
+
+// ThreadLoad is what LoadThread reads: one state of a thread.
+type ThreadLoad struct {
+	// Thread is the thread's row and version.
+	Thread ThreadRecord
+	// Checkpoint is the thread's latest checkpoint, nil if it has none
+	// whose offset is an event of its log.
+	Checkpoint *Checkpoint
+	// Records are the first records of the log after Checkpoint.Offset
+	// (after OffsetStart without a checkpoint), in order.
+	Records []*tether.Record
+}
+
+// Checkpoint is a saved state of a thread (see Store.SaveCheckpoint).
+type Checkpoint struct {
+	// Offset is the offset of the last event the state covers.
+	Offset tether.Offset
+	// Data is the caller's encoding of the state.
+	Data []byte
 }
 
 // ThreadQuery selects threads.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,10 @@ type benchConfig struct {
 	rate, connections, eventBytes, window     int
 	duration                                  time.Duration
 	json                                      bool
+	// resume (bench_resume.go)
+	history    []int
+	rounds     int
+	resumeData string
 }
 
 // scenarios are the load scenarios, in the order "all" runs them: idle
@@ -28,12 +33,15 @@ type benchConfig struct {
 // before leaves high.
 var scenarios = []string{"idle", "append", "fanout", "latency"}
 
+// ownServer are the scenarios that start their own server (not in "all").
+var ownServer = []string{"resume"}
+
 func benchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", "bench [flags]", env, stderr)
 	var c benchConfig
 	fs.StringVar(&c.server, "server", fs.envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer ($TETHER_TOKEN)")
-	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first) ($TETHER_BENCH_SCENARIO)")
+	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); resume runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")
 	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout: events per append request")
@@ -44,6 +52,10 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle: SSE connections to hold open")
 	eventBytes := fs.Int("event-bytes", "TETHER_BENCH_EVENT_BYTES", 32, "bytes of text in each event (the delta, or the message's text)")
 	fs.StringVar(&c.kind, "kind", fs.envOr("TETHER_BENCH_KIND", "delta"), "append: delta (text.delta events into one started message per run) or message (complete message.created events) ($TETHER_BENCH_KIND)")
+	history := fs.envOr("TETHER_BENCH_HISTORY", "1000,1000000")
+	fs.StringVar(&history, "history", history, "resume: events in the threads resumed, comma-separated ($TETHER_BENCH_HISTORY)")
+	rounds := fs.Int("rounds", "TETHER_BENCH_ROUNDS", 5, "resume: server restarts per thread and request")
+	fs.StringVar(&c.resumeData, "resume-data", fs.envOr("TETHER_BENCH_RESUME_DATA", ""), "resume: data directory of its server, kept, so that a later run skips the fill (default: a temporary one) ($TETHER_BENCH_RESUME_DATA)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", fs.envOr("TETHER_BENCH_CPUPROFILE", ""), "write a CPU profile of the load generator itself to this file ($TETHER_BENCH_CPUPROFILE)")
 	if err := fs.parse(args); err != nil {
@@ -56,6 +68,14 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.threads, c.concurrency, c.batch, c.duration = *threads, *concurrency, *batch, *duration
 	c.subscribers, c.window, c.rate, c.connections, c.eventBytes = *subscribers, *window, *rate, *connections, *eventBytes
 	c.json = *jsonOut
+	c.rounds = *rounds
+	for _, h := range strings.Split(history, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(h))
+		if err != nil || n < 20 {
+			return fmt.Errorf("--history must be a list of numbers of events, each at least 20, not %q", history)
+		}
+		c.history = append(c.history, n)
+	}
 	if err := c.check(); err != nil {
 		return err
 	}
@@ -105,8 +125,11 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 func (c *benchConfig) check() error {
-	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) {
-		return fmt.Errorf("--scenario must be one of %s or all, not %q", strings.Join(scenarios, ", "), c.scenario)
+	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) && !slices.Contains(ownServer, c.scenario) {
+		return fmt.Errorf("--scenario must be one of %s or all, not %q", strings.Join(append(scenarios, ownServer...), ", "), c.scenario)
+	}
+	if c.rounds < 1 {
+		return errors.New("--rounds must be at least 1")
 	}
 	if c.kind != "delta" && c.kind != "message" {
 		return fmt.Errorf("--kind must be delta or message, not %q", c.kind)
@@ -178,6 +201,9 @@ func (b *bencher) close() { b.api.close() }
 // run runs one scenario. Ctrl-C (ctx) ends it early with the results so
 // far.
 func (b *bencher) run(ctx context.Context, name string) (result, error) {
+	if name == "resume" {
+		return b.resumeScenario(ctx)
+	}
 	if err := b.api.ping(ctx); err != nil {
 		return nil, duringBench("check the server (GET /healthz)", err)
 	}

@@ -70,8 +70,8 @@
 // bucket. A writer that finds the row behind first writes what the log has
 // in between.
 //
-// Reads scoped to a thread (Thread, ReadEvents, RunByKey, Producer,
-// Checkpoint, and Run once it knows the run's thread) ask the leader for the
+// Reads scoped to a thread (Thread, ReadEvents, LoadThread, RunByKey,
+// Producer, Checkpoint, and Run once it knows the run's thread) ask the leader for the
 // thread's last message and read repair: they take the bucket's rows, then
 // fold the log messages after the thread's row (usually none, or the one
 // batch in flight) before answering. Rows of a deleted incarnation of a

@@ -43,21 +43,30 @@ func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Of
 	if !exists {
 		return nil, store.ErrNotFound
 	}
+	recs, _, err := s.readEvents(ctx, threadID, inc, last, after, limit)
+	return recs, err
+}
+
+// readEvents reads up to limit records of the incarnation inc of a thread's
+// log, whose last message is last, after the offset after. complete says
+// whether the read reached limit or the message last: a read cut short by a
+// purge (the thread was deleted meanwhile) is not.
+func (s *Store) readEvents(ctx context.Context, threadID string, inc, last uint64, after tether.Offset, limit int) ([]*tether.Record, bool, error) {
 	from, skip, cursor := inc, 0, false
 	var cseq uint64
 	switch after {
 	case tether.OffsetStart, "":
 		if limit <= 0 {
-			return nil, nil
+			return nil, true, nil
 		}
 	default:
 		epoch, seq, err := tether.ParseOffset(after)
 		if err != nil || epoch != s.epoch {
-			return nil, store.ErrOffsetNotFound
+			return nil, false, store.ErrOffsetNotFound
 		}
 		cseq, skip = seq/eventsPerMsg, int(seq%eventsPerMsg)+1
 		if cseq == 0 || cseq < inc || cseq > last {
-			return nil, store.ErrOffsetNotFound
+			return nil, false, store.ErrOffsetNotFound
 		}
 		from, cursor = cseq, true
 	}
@@ -67,7 +76,7 @@ func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Of
 	for from <= last {
 		raws, err := s.readLog(ctx, subject, from, last, min(max(limit-len(recs), 0)+1, 1024))
 		if err != nil {
-			return nil, s.readErr("read events", err)
+			return nil, false, s.readErr("read events", err)
 		}
 		if len(raws) == 0 {
 			break
@@ -75,21 +84,24 @@ func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Of
 		for _, r := range raws {
 			m, err := parseRaw(r)
 			if err != nil {
-				return nil, s.readErr("read events", err)
+				return nil, false, s.readErr("read events", err)
 			}
 			if cursor {
 				cursor = false
 				if m.seq != cseq || m.h.Delete || skip > m.n {
-					return nil, store.ErrOffsetNotFound
+					return nil, false, store.ErrOffsetNotFound
 				}
 			}
-			if m.h.Delete || len(recs) >= limit {
-				return recs, nil
+			if m.h.Delete {
+				return recs, false, nil
+			}
+			if len(recs) >= limit {
+				return recs, true, nil
 			}
 			if m.n > skip {
 				evs, err := decodeEvents(m.rest)
 				if err != nil {
-					return nil, s.readErr("read events", err)
+					return nil, false, s.readErr("read events", err)
 				}
 				offs := offsets(s.epoch, m.seq, len(evs))
 				for i := skip; i < len(evs) && len(recs) < limit; i++ {
@@ -101,14 +113,15 @@ func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Of
 			skip = 0
 		}
 		if len(recs) >= limit {
-			break
+			return recs, true, nil
 		}
 		from = raws[len(raws)-1].Seq + 1
 	}
 	if cursor {
-		return nil, store.ErrOffsetNotFound
+		return nil, false, store.ErrOffsetNotFound
 	}
-	return recs, nil
+	// Short of last: purged meanwhile.
+	return recs, from > last, nil
 }
 
 // Thread implements store.Store.

@@ -171,6 +171,10 @@ const (
 	sqlReadEvents = `SELECT id, epoch, type, run_id, message_id, data FROM events
 		WHERE thread = ? AND id > ? ORDER BY id LIMIT ?`
 	sqlThread = `SELECT ` + threadColumns + ` FROM threads WHERE id = ?`
+	// LoadThread's: the row with its pk, and whether an offset (id, epoch)
+	// is an event of the thread with that pk.
+	sqlThreadWithPK = `SELECT pk, ` + threadColumns + ` FROM threads WHERE id = ?`
+	sqlEventOf      = `SELECT EXISTS (SELECT 1 FROM events WHERE id = ? AND epoch = ? AND thread = ?)`
 
 	// The namespace filter takes three arguments (see nsArgs): a flag that
 	// selects IDs without a ":", or the range [ns+":", ns+";") of IDs with

@@ -79,7 +79,7 @@ const maxRowsPerInsert = 64
 // on a pooled connection the first time it runs there.
 type readerStmts struct {
 	threadPK, threadPKCursor, readEvents *sql.Stmt
-	thread                               *sql.Stmt
+	thread, threadWithPK, eventOf        *sql.Stmt
 	threads, threadsAfter                *sql.Stmt
 	threadsStatus, threadsStatusAfter    *sql.Stmt
 	run, runByKey, activeRuns            *sql.Stmt
@@ -95,7 +95,7 @@ func (r *readerStmts) list() []struct {
 		q string
 	}{
 		{&r.threadPK, sqlThreadPK}, {&r.threadPKCursor, sqlThreadPKCursor}, {&r.readEvents, sqlReadEvents},
-		{&r.thread, sqlThread},
+		{&r.thread, sqlThread}, {&r.threadWithPK, sqlThreadWithPK}, {&r.eventOf, sqlEventOf},
 		{&r.threads, sqlThreads}, {&r.threadsAfter, sqlThreadsAfter},
 		{&r.threadsStatus, sqlThreadsStatus}, {&r.threadsStatusAfter, sqlThreadsStatusAfter},
 		{&r.run, sqlRun}, {&r.runByKey, sqlRunByKey}, {&r.activeRuns, sqlActiveRuns},

@@ -17,7 +17,8 @@
 // documented there: atomic batches and their preconditions, offsets that
 // are strictly increasing and never reused (also across a delete, a reopen
 // and a crash), exact cursor checks, notification order, the run and
-// thread rows, and the listing.
+// thread rows, the listing, and loads that see one state of a thread
+// (LoadThread raced against deletes and creations of the thread).
 //
 // # Caveats
 //

@@ -50,6 +50,8 @@ func Run(t *testing.T, h Harness) {
 		{"Threads", testThreads},
 		{"Namespaces", testNamespaces},
 		{"Checkpoint", testCheckpoint},
+		{"LoadThread", testLoadThread},
+		{"LoadThreadConsistent", testLoadThreadConsistent},
 		{"Producers", testProducers},
 		{"LeaseChecks", testLeaseChecks},
 		{"DeleteThread", testDeleteThread},
