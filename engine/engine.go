@@ -112,7 +112,7 @@ type Engine struct {
 	mu      sync.Mutex
 	threads map[string]*thread
 	lru     *list.List        // of *thread, most recently used first
-	runs    map[string]string // run ID → thread ID, for runs seen by this process
+	runs    map[string]string // run ID → thread ID, for the runs of the threads in memory
 	// deleting counts the deletes in flight by thread ID: while one is,
 	// the thread is not loaded (it is not_found).
 	deleting map[string]int

@@ -183,20 +183,12 @@ func (e *Engine) rebuild(t *thread, rows map[string]*store.RunRecord) {
 func (e *Engine) deletedElsewhere(c *store.Committed) {
 	if t := e.entry(c.ThreadID); t != nil {
 		t.rmu.Lock()
-		var runIDs []string
-		newer := false
-		if t.state != nil {
-			newer = t.state.Offset().After(c.Before)
-			for _, r := range t.state.Machine().Runs() {
-				runIDs = append(runIDs, r.ID)
-			}
-		}
+		newer := t.state != nil && t.state.Offset().After(c.Before)
 		t.rmu.Unlock()
 		if newer {
 			return
 		}
 		e.forget(t)
-		e.forgetRuns(c.ThreadID, runIDs)
 	}
 	e.delGen(c.ThreadID).Add(1)
 	e.hub.CloseThread(c.ThreadID)

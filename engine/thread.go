@@ -22,6 +22,9 @@ type thread struct {
 	ready chan struct{} // closed once loaded
 	err   error         // load error, set before ready is closed
 	elem  *list.Element // in Engine.lru, guarded by Engine.mu
+	// indexed are the runs this entry put in Engine.runs, guarded by
+	// Engine.mu: they leave the index with the entry.
+	indexed []string
 	// retired is set, under Engine.mu, when the entry leaves
 	// Engine.threads (deleted, evicted, dropped after a failed commit or
 	// another node's delete): whoever still holds it must start nothing
@@ -183,7 +186,7 @@ func (e *Engine) loadEntry(ctx context.Context, t *thread) {
 	}
 	if err == nil {
 		for _, r := range t.spec.Runs() {
-			e.runs[r.ID] = t.id
+			e.index(t, r.ID)
 		}
 	} else {
 		e.drop(t)
@@ -224,25 +227,31 @@ func (e *Engine) forget(t *thread) {
 	e.mu.Unlock()
 }
 
-// drop removes t from the threads in memory and retires it. e.mu is held.
+// drop removes t from the threads in memory, and its runs from the run
+// index, and retires it. e.mu is held.
 func (e *Engine) drop(t *thread) {
 	if e.threads[t.id] == t {
 		delete(e.threads, t.id)
 		e.lru.Remove(t.elem)
 	}
-	t.retired.Store(true)
-}
-
-// forgetRuns drops the runs of a deleted thread from the run → thread
-// index (those the index still gives to that thread).
-func (e *Engine) forgetRuns(threadID string, runIDs []string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, id := range runIDs {
-		if e.runs[id] == threadID {
+	for _, id := range t.indexed {
+		if e.runs[id] == t.id {
 			delete(e.runs, id)
 		}
 	}
+	t.indexed = nil
+	t.retired.Store(true)
+}
+
+// index records that a run is of the thread of entry t, while t is the
+// thread's entry in memory: the index covers the threads in memory only
+// (a run of another is found through the store). e.mu is held.
+func (e *Engine) index(t *thread, runID string) {
+	if e.threads[t.id] != t {
+		return
+	}
+	e.runs[runID] = t.id
+	t.indexed = append(t.indexed, runID)
 }
 
 // evict drops the least recently used idle threads beyond MaxThreads.

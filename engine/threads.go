@@ -86,7 +86,6 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 		}
 		e.mu.Unlock()
 	}()
-	var runIDs []string
 	if t != nil {
 		// A loading entry has nothing queued; its load sees it was dropped.
 		if t.loaded() {
@@ -95,16 +94,12 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 			for t.flushing {
 				t.idle.Wait()
 			}
-			for _, r := range t.spec.Runs() {
-				runIDs = append(runIDs, r.ID)
-			}
 			t.wmu.Unlock()
 		}
-		e.forget(t)
+		e.forget(t) // its runs leave the run index with it
 	}
 	err := e.st.DeleteThread(ctx, id)
 	e.hub.CloseThread(id)
-	e.forgetRuns(id, runIDs)
 	if err != nil {
 		return e.storeErr(err, "thread %s", id)
 	}

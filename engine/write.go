@@ -331,7 +331,7 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	}
 	e.mu.Lock()
 	for id := range p.extras {
-		e.runs[id] = t.id
+		e.index(t, id)
 	}
 	e.mu.Unlock()
 	e.counters.Appends.Add(1)
