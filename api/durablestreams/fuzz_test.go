@@ -124,7 +124,9 @@ func checkAnswer(t testing.TB, what string, a *answer) {
 	if a.status < 400 || strings.HasPrefix(what, "HEAD ") {
 		return // HEAD answers have no body
 	}
-	var b struct{ Error *struct{ Code, Message string } }
+	var b struct {
+		Error *struct{ Code, Message string }
+	}
 	if err := json.Unmarshal(a.body, &b); err != nil || b.Error == nil || codeFor[b.Error.Code] != a.status || b.Error.Message == "" {
 		t.Fatalf("%s: %d with body %q", what, a.status, a.body)
 	}
