@@ -19,6 +19,7 @@ type benchConfig struct {
 	server, token, scenario, kind, cpuprofile string
 	threads, concurrency, batch, subscribers  int
 	rate, connections, eventBytes, window     int
+	events                                    int
 	duration                                  time.Duration
 	json                                      bool
 }
@@ -28,12 +29,15 @@ type benchConfig struct {
 // before leaves high.
 var scenarios = []string{"idle", "append", "fanout", "latency"}
 
+// extraScenarios run only when asked for by name.
+var extraScenarios = []string{"stalled"}
+
 func benchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", "bench [flags]", env, stderr)
 	var c benchConfig
 	fs.StringVar(&c.server, "server", fs.envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer ($TETHER_TOKEN)")
-	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first) ($TETHER_BENCH_SCENARIO)")
+	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")
 	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout: events per append request")
@@ -41,7 +45,8 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	subscribers := fs.Int("subscribers", "TETHER_BENCH_SUBSCRIBERS", 100, "fanout: SSE subscribers of the thread")
 	window := fs.Int("window", "TETHER_BENCH_WINDOW", 1000, "fanout: the producer stays at most this many events ahead of the slowest subscriber, so that no one is cut as a slow consumer; 0 for no limit")
 	rate := fs.Int("rate", "TETHER_BENCH_RATE", 10000, "latency: events per second, sent in a batch every millisecond")
-	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle: SSE connections to hold open")
+	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle, stalled: SSE connections to hold open")
+	events := fs.Int("events", "TETHER_BENCH_EVENTS", 20000, "stalled: events appended while the connections do not read")
 	eventBytes := fs.Int("event-bytes", "TETHER_BENCH_EVENT_BYTES", 32, "bytes of text in each event (the delta, or the message's text)")
 	fs.StringVar(&c.kind, "kind", fs.envOr("TETHER_BENCH_KIND", "delta"), "append: delta (text.delta events into one started message per run) or message (complete message.created events) ($TETHER_BENCH_KIND)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
@@ -55,6 +60,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	c.threads, c.concurrency, c.batch, c.duration = *threads, *concurrency, *batch, *duration
 	c.subscribers, c.window, c.rate, c.connections, c.eventBytes = *subscribers, *window, *rate, *connections, *eventBytes
+	c.events = *events
 	c.json = *jsonOut
 	if err := c.check(); err != nil {
 		return err
@@ -105,8 +111,8 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 func (c *benchConfig) check() error {
-	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) {
-		return fmt.Errorf("--scenario must be one of %s or all, not %q", strings.Join(scenarios, ", "), c.scenario)
+	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) && !slices.Contains(extraScenarios, c.scenario) {
+		return fmt.Errorf("--scenario must be one of %s or all, or %s, not %q", strings.Join(scenarios, ", "), strings.Join(extraScenarios, ", "), c.scenario)
 	}
 	if c.kind != "delta" && c.kind != "message" {
 		return fmt.Errorf("--kind must be delta or message, not %q", c.kind)
@@ -115,7 +121,7 @@ func (c *benchConfig) check() error {
 		name string
 		v    int
 	}{{"threads", c.threads}, {"batch", c.batch}, {"subscribers", c.subscribers},
-		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}} {
+		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}, {"events", c.events}} {
 		if f.v < 1 {
 			return fmt.Errorf("--%s must be at least 1", f.name)
 		}
@@ -193,6 +199,8 @@ func (b *bencher) run(ctx context.Context, name string) (result, error) {
 		return b.latencyScenario(ctx)
 	case "idle":
 		return b.idleScenario(ctx)
+	case "stalled":
+		return b.stalledScenario(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }
