@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -43,15 +44,23 @@ type threadLog struct {
 	keyPos  map[string][]int
 }
 
+var checkClient = &http.Client{Timeout: time.Minute}
+
+// noteRead records the time a read of the check took.
+func (c *checker) noteRead(d time.Duration) {
+	c.slowest = max(c.slowest, d)
+}
+
 // checker holds the logs read and checks them against the world.
 type checker struct {
-	w     *world
-	url   string
-	opts  *options
-	logs  map[string]*threadLog
-	epoch uint64 // the epoch of the server now running
-	runs  map[string]*runState
-	ended map[string]int // runs ended, by status and code
+	slowest time.Duration // the slowest read of a log page
+	w       *world
+	url     string
+	opts    *options
+	logs    map[string]*threadLog
+	epoch   uint64 // the epoch of the server now running
+	runs    map[string]*runState
+	ended   map[string]int // runs ended, by status and code
 }
 
 // runState is a run as its thread's log tells it.
@@ -74,7 +83,18 @@ func newChecker(w *world, url string, opts *options) *checker {
 func (c *checker) readLog(ctx context.Context, thread, after string) ([]json.RawMessage, error) {
 	var all []json.RawMessage
 	for {
-		a := call(ctx, "GET", c.url+"/v1/threads/"+thread+"/events?after="+url.QueryEscape(after), nil, "Accept", "application/json")
+		var a answer
+		for try := 0; try < 3; try++ {
+			// The check's reads get a long timeout and a retry: a read that
+			// is slow (a cold thread right after a restart, on a busy
+			// machine) is not a loss. It is counted, and the slowest shown.
+			t0 := time.Now()
+			a = callWith(ctx, checkClient, "GET", c.url+"/v1/threads/"+thread+"/events?after="+url.QueryEscape(after), nil, "Accept", "application/json")
+			c.noteRead(time.Since(t0))
+			if a.err == nil {
+				break
+			}
+		}
 		if a.err != nil || a.status != 200 {
 			return nil, fmt.Errorf("read the log of %s after %s: %d %v %s", thread, after, a.status, a.err, trim(a.body))
 		}

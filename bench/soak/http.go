@@ -21,6 +21,11 @@ var hc = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxId
 
 // call sends one request; hdr holds name, value pairs.
 func call(ctx context.Context, method, url string, body []byte, hdr ...string) answer {
+	return callWith(ctx, hc, method, url, body, hdr...)
+}
+
+// callWith is call with another client.
+func callWith(ctx context.Context, hc *http.Client, method, url string, body []byte, hdr ...string) answer {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

@@ -17,6 +17,7 @@ import (
 // on the same address and data directory.
 type server struct {
 	bin, data, addr, url string
+	debug                string // the URL of its --debug-addr
 	flags                []string
 	log                  *os.File
 

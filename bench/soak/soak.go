@@ -46,8 +46,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer logf.Close()
+	debugAddr, err := freePort()
+	if err != nil {
+		return err
+	}
 	srv := &server{bin: opts.bin, data: filepath.Join(dir, "data"), addr: addr, url: "http://" + addr, log: logf,
-		flags: []string{"--lease-ttl", opts.leaseTTL.String(), "--sweep-interval", "200ms", "--log-level", "warn"}}
+		debug: "http://" + debugAddr,
+		flags: []string{"--lease-ttl", opts.leaseTTL.String(), "--sweep-interval", "200ms", "--log-level", "warn", "--debug-addr", debugAddr}}
 	defer srv.kill()
 	if _, err := srv.start(ctx); err != nil {
 		return err
@@ -144,7 +149,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			round, opts.rounds, fault, restart.Milliseconds(), n, n-total, c.summary())
 		total = n
 		if len(bad) > 0 {
-			return report(out, bad, round, dir, opts)
+			return report(out, srv, bad, round, dir, opts)
 		}
 	}
 
@@ -175,7 +180,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	stopClients()
 	clients.Wait()
 	stopErr := srv.stop()
-	fmt.Fprintf(out, "final: log %d events  %s\n", n, c.summary())
+	fmt.Fprintf(out, "final: log %d events  %s; slowest read of a log page %s\n", n, c.summary(), c.slowest.Round(time.Millisecond))
 	st := &w.stats
 	fmt.Fprintf(out, "soak: %d rounds in %s; faults: ", opts.rounds, time.Since(t0).Round(time.Second))
 	var fs []string
@@ -186,7 +191,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "soak: %d appends acknowledged (%d as duplicates of a retried append), %d append retries, %d runs created (%d create retries), %d lease_lost answers, %d client resumes\n",
 		st.appendsAcked.Load(), st.duplicates.Load(), st.appendRetries.Load(), st.createsAcked.Load(), st.createRetries.Load(), st.leaseLost.Load(), st.resumes.Load())
 	if len(bad) > 0 {
-		return report(out, bad, opts.rounds, dir, opts)
+		return report(out, srv, bad, opts.rounds, dir, opts)
 	}
 	if stopErr != nil {
 		return stopErr
@@ -245,8 +250,16 @@ func (c *checker) summary() string {
 	return fmt.Sprintf("appends %d  runs ended: %s", st.appendsAcked.Load(), strings.Join(parts, ", "))
 }
 
-func report(out io.Writer, bad []string, round int, dir string, opts *options) error {
+func report(out io.Writer, srv *server, bad []string, round int, dir string, opts *options) error {
 	fmt.Fprintf(out, "\nVIOLATIONS after round %d (seed %d):\n", round, opts.seed)
+	// The server's goroutines as the violation was seen: where a hang
+	// waits.
+	if a := callWith(context.Background(), checkClient, "GET", srv.debug+"/debug/pprof/goroutine?debug=2", nil); a.err == nil && a.status == 200 {
+		name := filepath.Join(dir, "goroutines.txt")
+		if err := os.WriteFile(name, a.body, 0o644); err == nil {
+			fmt.Fprintf(out, "(the server's goroutines then: %s)\n", name)
+		}
+	}
 	for _, b := range bad {
 		fmt.Fprintf(out, "  - %s\n", b)
 	}

@@ -50,7 +50,7 @@ func (r *stalledResult) rows() [][2]string {
 		{"peak while appending and stalled", fmt.Sprintf("%s (Go heap in use %s; %s streams open)", fmtBytes(r.RSSPeak), fmtBytes(r.HeapPeak), commas(int64(r.StreamsPeak)))},
 		{"once the stalled streams were cut", fmt.Sprintf("%s (%s streams open)", fmtBytes(r.RSSCut), commas(int64(r.StreamsCut)))},
 		{"after every client resumed", fmtBytes(r.RSSResumed)},
-		{"streams cut", fmt.Sprintf("%s with reconnect slow_consumer, %s without (write timeout), %s never cut",
+		{"streams cut", fmt.Sprintf("%s with reconnect slow_consumer, %s without (write timeout), %s not ended when read again",
 			commas(r.CutSlow), commas(r.CutOther), commas(r.StillOpen))},
 		{"clients that resumed with every event, in order", fmt.Sprintf("%s of %s (%s with a gap or a duplicate) in %.1f s",
 			commas(r.Resumed), commas(int64(r.Connections)), commas(r.Lost), r.ResumeSeconds)},
@@ -190,7 +190,7 @@ func (b *bencher) stalledScenario(ctx context.Context) (result, error) {
 	fmt.Fprintf(b.stderr, "stalled: every client reads again and resumes (%s events each)\n", commas(int64(len(want))))
 	t0 := time.Now()
 	var slow, other, open, whole, lost atomic.Int64
-	err = parallel(ctx, c.connections, 64, func(ctx context.Context, i int) error {
+	err = parallel(ctx, c.connections, 256, func(ctx context.Context, i int) error {
 		ids, how := readStalled(conns[i])
 		conns[i].Close()
 		conns[i] = nil
@@ -248,7 +248,7 @@ func readStalled(cn net.Conn) (ids []string, how string) {
 	br := bufio.NewReaderSize(cn, 64<<10)
 	how = "closed"
 	for {
-		_ = cn.SetReadDeadline(time.Now().Add(time.Second))
+		_ = cn.SetReadDeadline(time.Now().Add(stalledSilence))
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			for err == bufio.ErrBufferFull {
@@ -353,3 +353,7 @@ func equalOffsets(a, b []string) bool {
 	}
 	return true
 }
+
+// stalledSilence is how long a stalled stream, read again, may stay silent
+// before it counts as still open.
+var stalledSilence = 3 * time.Second
