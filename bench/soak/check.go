@@ -333,9 +333,12 @@ func (c *checker) check(final bool, snap *snapshot) []string {
 				}
 				continue
 			}
+			f.mu.Lock()
+			start := f.start
+			f.mu.Unlock()
 			want = nil
 			for _, e := range tl.entries[:rs.finishedAt+1] {
-				if e.run == f.run {
+				if e.run == f.run && e.offset > start {
 					want = append(want, e)
 				}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ type follower struct {
 	ended    bool     // a run follower received its end frame
 	problems []string // what the client saw that the protocol forbids
 	verified bool     // a run follower checked against the log: dropped
+	start    string   // a run follower: the offset of its first snapshot
 }
 
 // seen is one event received: its id and a hash of its data.
@@ -67,13 +69,18 @@ func (f *follower) connect(ctx context.Context, url string, cut time.Duration, w
 	req, _ := http.NewRequestWithContext(cctx, "GET", url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	f.mu.Lock()
-	if n := len(f.got); n > 0 {
+	switch n := len(f.got); {
+	case n > 0:
 		req.Header.Set("Last-Event-ID", f.got[n-1].offset)
-	} else {
+	case f.start != "":
+		req.Header.Set("Last-Event-ID", f.start)
+	case f.run == "":
 		q := req.URL.Query()
 		q.Set("after", "-1")
 		req.URL.RawQuery = q.Encode()
 	}
+	// A run client starts without a cursor, as a page does: a snapshot
+	// first (reading a run from -1 would scan its thread from the start).
 	f.mu.Unlock()
 	res, err := sseClient.Do(req)
 	if err != nil {
@@ -128,7 +135,23 @@ func (f *follower) frame(id, event string, data []byte) bool {
 	case "connected", "ping", "reconnect":
 		return false
 	case "snapshot":
-		f.problem("a snapshot (%s) after resuming from %s: a reset, but a crash loses nothing committed", trim(data), f.last())
+		f.mu.Lock()
+		first := f.run != "" && f.start == "" && len(f.got) == 0
+		if first {
+			var snap struct {
+				Offset string
+				Reset  bool
+			}
+			if json.Unmarshal(data, &snap) != nil || snap.Reset || snap.Offset == "" {
+				first = false
+			} else {
+				f.start = snap.Offset
+			}
+		}
+		f.mu.Unlock()
+		if !first {
+			f.problem("a snapshot (%s) after resuming from %s: a reset, but a crash loses nothing committed", trim(data), f.last())
+		}
 		return false
 	case "end":
 		if f.run != "" && strings.Contains(string(data), "run_finished") {
