@@ -207,7 +207,10 @@ func sendable(t *testing.T, values ...string) {
 	}
 }
 
-var decimal = regexp.MustCompile(`^(0|[1-9][0-9]{0,17})$`)
+var (
+	decimal = regexp.MustCompile(`^(0|[1-9][0-9]{0,17})$`)
+	allZero = regexp.MustCompile(`^0+_0+$`)
+)
 
 // FuzzStreamCreate fuzzes PUT: Content-Type, Stream-TTL,
 // Stream-Expires-At, Stream-Closed, the fork headers and the body.
@@ -457,10 +460,10 @@ func FuzzStreamRead(f *testing.F) {
 			return
 		}
 		from := indexOf(s.pos, offset)
-		switch offset {
-		case "", "-1", "0000000000_0000000000000000", "0000000000000000_0000000000000000":
-			from = 0
-		case "now":
+		switch {
+		case offset == "" || offset == "-1" || allZero.MatchString(offset):
+			from = 0 // an all-zero offset of any width is the start (§8)
+		case offset == "now":
 			from = len(s.pos) - 1
 		}
 		if from < 0 {
