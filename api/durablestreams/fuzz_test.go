@@ -183,12 +183,21 @@ func bodyMessages(b []byte) []string {
 	return []string{compact(b)}
 }
 
+// compact is a canonical form of a JSON value: the server re-encodes a
+// JSON stream's messages (HTML-escaping <, > and &, as encoding/json
+// does), so messages are compared as values, not bytes.
 func compact(b []byte) string {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return "!" + string(b)
 	}
-	return buf.String()
+	out, err := json.Marshal(v)
+	if err != nil {
+		return "!" + string(b)
+	}
+	return string(out)
 }
 
 func sendable(t *testing.T, values ...string) {
@@ -260,6 +269,9 @@ func FuzzStreamCreate(f *testing.F) {
 			return
 		}
 		h := s.do(t, "HEAD", path, nil)
+		if h.status == 404 && expiresSoon(ttl, exp) {
+			return // created with a TTL of seconds, or an expiry now or past: gone already
+		}
 		if h.status != 200 {
 			t.Fatalf("HEAD of a created stream: %d", h.status)
 		}
@@ -324,6 +336,16 @@ func FuzzStreamCreate(f *testing.F) {
 			t.Fatalf("reads [%s], want [%s]", strings.Join(got, ","), strings.Join(want, ","))
 		}
 	})
+}
+
+// expiresSoon reports whether a stream created with these headers may
+// have expired by the time it is read back.
+func expiresSoon(ttl, exp string) bool {
+	if n, err := strconv.ParseInt(ttl, 10, 64); err == nil && n < 10 {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339Nano, exp)
+	return err == nil && time.Until(at) < 10*time.Second
 }
 
 func indexOf(xs []string, x string) int {
