@@ -40,7 +40,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")
-	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout: events per append request")
+	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout, stalled: events per append request")
 	duration := fs.Duration("duration", "TETHER_BENCH_DURATION", 10*time.Second, "how long each scenario appends (idle: how long the connections are held)")
 	subscribers := fs.Int("subscribers", "TETHER_BENCH_SUBSCRIBERS", 100, "fanout: SSE subscribers of the thread")
 	window := fs.Int("window", "TETHER_BENCH_WINDOW", 1000, "fanout: the producer stays at most this many events ahead of the slowest subscriber, so that no one is cut as a slow consumer; 0 for no limit")
