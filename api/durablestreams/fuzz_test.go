@@ -313,7 +313,10 @@ func FuzzStreamCreate(f *testing.F) {
 		var want []string
 		if forked {
 			cut := len(s.pos) - 1 // the source's tail
-			if off != "\x00" {
+			switch {
+			case allZero.MatchString(off):
+				cut = 0 // the start of any stream (§8)
+			case off != "\x00":
 				cut = indexOf(s.pos, off)
 				if cut < 0 {
 					t.Fatalf("forked at %q, not a position of the source", off)
