@@ -229,7 +229,9 @@ func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMo
 // element of a top-level array is one message, anything else is one
 // message. An empty array is refused unless allowEmpty (a create).
 func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
-	body = bytes.TrimSpace(body)
+	// JSON's whitespace only (RFC 8259 §2): bytes.TrimSpace would also take
+	// a form feed, a vertical tab, U+0085 or U+00A0, which are not JSON.
+	body = bytes.Trim(body, " \t\r\n")
 	if !json.Valid(body) {
 		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
 	}

@@ -20,6 +20,7 @@ type benchConfig struct {
 	server, token, scenario, kind, cpuprofile string
 	threads, concurrency, batch, subscribers  int
 	rate, connections, eventBytes, window     int
+	events                                    int
 	duration                                  time.Duration
 	json                                      bool
 	// resume (bench_resume.go)
@@ -33,23 +34,25 @@ type benchConfig struct {
 // before leaves high.
 var scenarios = []string{"idle", "append", "fanout", "latency"}
 
-// ownServer are the scenarios that start their own server (not in "all").
-var ownServer = []string{"resume"}
+// extraScenarios run only when asked for by name; resume starts a server
+// of its own.
+var extraScenarios = []string{"stalled", "resume"}
 
 func benchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", "bench [flags]", env, stderr)
 	var c benchConfig
 	fs.StringVar(&c.server, "server", fs.envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer ($TETHER_TOKEN)")
-	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); resume runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
+	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled, and resume, which runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")
-	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout: events per append request")
+	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout, stalled: events per append request")
 	duration := fs.Duration("duration", "TETHER_BENCH_DURATION", 10*time.Second, "how long each scenario appends (idle: how long the connections are held)")
 	subscribers := fs.Int("subscribers", "TETHER_BENCH_SUBSCRIBERS", 100, "fanout: SSE subscribers of the thread")
 	window := fs.Int("window", "TETHER_BENCH_WINDOW", 1000, "fanout: the producer stays at most this many events ahead of the slowest subscriber, so that no one is cut as a slow consumer; 0 for no limit")
 	rate := fs.Int("rate", "TETHER_BENCH_RATE", 10000, "latency: events per second, sent in a batch every millisecond")
-	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle: SSE connections to hold open")
+	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle, stalled: SSE connections to hold open")
+	events := fs.Int("events", "TETHER_BENCH_EVENTS", 20000, "stalled: events appended while the connections do not read")
 	eventBytes := fs.Int("event-bytes", "TETHER_BENCH_EVENT_BYTES", 32, "bytes of text in each event (the delta, or the message's text)")
 	fs.StringVar(&c.kind, "kind", fs.envOr("TETHER_BENCH_KIND", "delta"), "append: delta (text.delta events into one started message per run) or message (complete message.created events) ($TETHER_BENCH_KIND)")
 	history := fs.envOr("TETHER_BENCH_HISTORY", "1000,1000000")
@@ -67,6 +70,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	c.threads, c.concurrency, c.batch, c.duration = *threads, *concurrency, *batch, *duration
 	c.subscribers, c.window, c.rate, c.connections, c.eventBytes = *subscribers, *window, *rate, *connections, *eventBytes
+	c.events = *events
 	c.json = *jsonOut
 	c.rounds = *rounds
 	for _, h := range strings.Split(history, ",") {
@@ -125,8 +129,8 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 func (c *benchConfig) check() error {
-	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) && !slices.Contains(ownServer, c.scenario) {
-		return fmt.Errorf("--scenario must be one of %s or all, not %q", strings.Join(append(scenarios, ownServer...), ", "), c.scenario)
+	if c.scenario != "all" && !slices.Contains(scenarios, c.scenario) && !slices.Contains(extraScenarios, c.scenario) {
+		return fmt.Errorf("--scenario must be one of %s or all, or %s, not %q", strings.Join(scenarios, ", "), strings.Join(extraScenarios, ", "), c.scenario)
 	}
 	if c.rounds < 1 {
 		return errors.New("--rounds must be at least 1")
@@ -138,7 +142,7 @@ func (c *benchConfig) check() error {
 		name string
 		v    int
 	}{{"threads", c.threads}, {"batch", c.batch}, {"subscribers", c.subscribers},
-		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}} {
+		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}, {"events", c.events}} {
 		if f.v < 1 {
 			return fmt.Errorf("--%s must be at least 1", f.name)
 		}
@@ -219,6 +223,8 @@ func (b *bencher) run(ctx context.Context, name string) (result, error) {
 		return b.latencyScenario(ctx)
 	case "idle":
 		return b.idleScenario(ctx)
+	case "stalled":
+		return b.stalledScenario(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }
