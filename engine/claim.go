@@ -79,6 +79,13 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 		q, ok, wake := e.queue.pop(req.Agents)
 		if ok {
 			c, err := e.claim(ctx, q, req)
+			if err != nil {
+				// The run may not have been taken (the store failed, the
+				// thread left memory meanwhile): keep it for the next
+				// claim, or nothing would find it until a restart. An
+				// entry that went stale meanwhile is skipped by then.
+				e.queue.add(q)
+			}
 			if err != nil || c != nil {
 				return c, err
 			}

@@ -68,3 +68,28 @@ func TestClaimAbandonedMidCommit(t *testing.T) {
 		t.Fatalf("the run's life: %s, want %s", strings.Join(got, ","), want)
 	}
 }
+
+// A claim that fails on the store (the disk, the NATS server) must leave
+// its run claimable: the run had been taken from the queue of ready runs,
+// and without it no later claim would find it until a restart.
+func TestClaimFailureKeepsTheRunQueued(t *testing.T) {
+	fs := &failingStore{Store: testutil.OpenStore(t, "")}
+	e := newEngine(t, fs, engine.Options{})
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{})
+
+	fs.mu.Lock()
+	fs.fail = true
+	fs.mu.Unlock()
+	_, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "w1", Agents: []string{"echo"}, Wait: time.Second})
+	wantCode(t, err, tether.CodeUnavailable)
+	fs.mu.Lock()
+	fs.fail = false
+	fs.mu.Unlock()
+
+	c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "w1", Agents: []string{"echo"}, Wait: 2 * time.Second})
+	if err != nil || c == nil || c.Run.ID != run.ID {
+		t.Fatalf("claim after the store recovered: %+v, %v; want run %s", c, err, run.ID)
+	}
+}
