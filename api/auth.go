@@ -43,6 +43,7 @@ type Key struct {
 // blank lines and lines starting with # are ignored.
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
+	lines := make(map[string]int) // token → its line
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -65,6 +66,12 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 		if len(k.Token) < 16 {
 			return nil, fmt.Errorf("keys line %d: a token must be at least 16 characters", n)
 		}
+		if first, ok := lines[k.Token]; ok {
+			// One token, one key: otherwise the last line would win in
+			// silence, with whatever role it gives.
+			return nil, fmt.Errorf("keys line %d: the same token as line %d", n, first)
+		}
+		lines[k.Token] = n
 		keys = append(keys, k)
 	}
 	return keys, sc.Err()

@@ -372,6 +372,11 @@ func loadKeys(c serveConfig) ([]api.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.keysFile, err)
 		}
+		for _, k := range more {
+			if k.Token == c.token {
+				return nil, fmt.Errorf("%s: key %s has the token given by --token", c.keysFile, k.Name)
+			}
+		}
 		keys = append(keys, more...)
 	}
 	return keys, nil
