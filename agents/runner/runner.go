@@ -120,7 +120,11 @@ func (r *Runner) claimLoop() {
 		case <-r.ctx.Done():
 			return
 		}
-		c, err := r.e.Claim(r.ctx, engine.ClaimRequest{WorkerID: worker, Agents: r.names, Wait: 30 * time.Second, Local: true})
+		// Stopping ends the wait, not a claim being committed: a run
+		// claimed as the runner stops is still one of its runs, ended by
+		// the shutdown like the others.
+		c, err := r.e.Claim(context.WithoutCancel(r.ctx), engine.ClaimRequest{WorkerID: worker, Agents: r.names,
+			Wait: 30 * time.Second, Local: true, Stop: r.ctx.Done()})
 		if err != nil || c == nil {
 			<-sem
 			if r.ctx.Err() != nil {
