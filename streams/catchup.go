@@ -52,12 +52,9 @@ type CatchUp struct {
 // rest, which Each reads again. It extends the stream's TTL, and returns
 // the errors of Read.
 func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, error) {
-	src, err := s.open(ctx, path)
+	src, err := s.openRead(ctx, path)
 	if err != nil {
 		return nil, err
-	}
-	if src.v != nil {
-		s.touch(src.id, src.v, true)
 	}
 	cu := &CatchUp{Info: src.info, JSON: src.jsonMode, s: s, src: src}
 	if offset == OffsetNow {

@@ -33,12 +33,9 @@ type Batch struct {
 // the stream's own log only (what a fork inherits never changes), so
 // Follow subscribes to that log in the hub. It returns the errors of Read.
 func (s *Service) Follow(ctx context.Context, path, after string) (*Follower, error) {
-	src, err := s.open(ctx, path)
+	src, err := s.openRead(ctx, path)
 	if err != nil {
 		return nil, err
-	}
-	if src.v != nil {
-		s.touch(src.id, src.v, true)
 	}
 	p := src.tail
 	if after != OffsetNow {

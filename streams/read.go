@@ -142,6 +142,19 @@ type source struct {
 	info     Info
 }
 
+// openRead opens a stream to read (open) and counts the read against its
+// TTL: every read does, whatever it returns.
+func (s *Service) openRead(ctx context.Context, path string) (*source, error) {
+	src, err := s.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if src.v != nil {
+		s.touch(src.id, src.v, true)
+	}
+	return src, nil
+}
+
 // open returns a stream to read, checking that it exists, is not deleted
 // and has not expired. Thread logs are read-only JSON streams.
 func (s *Service) open(ctx context.Context, path string) (*source, error) {
@@ -250,12 +263,9 @@ type ReadResult struct {
 // offset that is not a position of the stream, bad_request for a
 // malformed offset or one past the tail.
 func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, error) {
-	src, err := s.open(ctx, path)
+	src, err := s.openRead(ctx, path)
 	if err != nil {
 		return nil, err
-	}
-	if src.v != nil {
-		s.touch(src.id, src.v, true)
 	}
 	res := &ReadResult{Info: src.info, JSON: src.jsonMode}
 	if offset == OffsetNow {
