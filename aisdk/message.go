@@ -224,12 +224,14 @@ func Prelude(snap *tether.Snapshot) ([]Chunk, *Stream) {
 	switch {
 	case run.Status == tether.RunWaiting && run.Request != nil:
 		out = s.waiting(out, run.Request)
+		s.ended = true
 	case run.Status.Terminal():
 		var errInfo json.RawMessage
 		if run.Error != nil {
 			errInfo, _ = json.Marshal(run.Error)
 		}
 		out = s.finished(out, run.Status, errInfo)
+		s.ended = true
 	}
 	return out, s
 }

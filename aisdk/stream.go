@@ -19,8 +19,12 @@ type Stream struct {
 	// claimed is set once the run was claimed: complete messages created
 	// before are the run's input (made with run.created), not its answer.
 	claimed bool
-	ended   bool
-	msgs    map[string]*msgState // assistant messages of the run
+	// ended is set while the last chunk made is terminal (finish,
+	// abort): after run.finished for good; after a waiting point until
+	// the run goes on (what follows is another stream's: the answer's).
+	ended bool
+	final bool                 // the run finished
+	msgs  map[string]*msgState // assistant messages of the run
 	// request is the call id shown for the open request of the run, if
 	// the stream showed one (run.input answers it).
 	request string
@@ -76,15 +80,17 @@ func (s *Stream) Event(ev *tether.Event) []Chunk {
 	if ev.RunID != s.runID {
 		return nil
 	}
-	if ev.Type == tether.EventRunInput && s.request != "" && ev.RequestID == s.request {
-		// The answer to the request a waiting point showed: the stream
-		// goes on from there (the answer's own stream, or a resume).
-		s.request, s.ended = "", false
-		return []Chunk{{Type: ChunkToolOutput, ToolCallID: ev.RequestID, Output: ev.Value, Dynamic: true}}
-	}
-	if s.ended {
+	if s.final {
 		return nil
 	}
+	out := s.event(ev)
+	if len(out) > 0 {
+		s.ended = out[len(out)-1].Terminal()
+	}
+	return out
+}
+
+func (s *Stream) event(ev *tether.Event) []Chunk {
 	var out []Chunk
 	switch ev.Type {
 	case tether.EventMessageStarted:
@@ -156,6 +162,12 @@ func (s *Stream) Event(ev *tether.Event) []Chunk {
 			return nil
 		}
 		out = s.waiting(out, ev.Request)
+	case tether.EventRunInput:
+		if s.request != "" && ev.RequestID == s.request {
+			// The answer to the request a waiting point showed.
+			s.request = ""
+			out = append(out, Chunk{Type: ChunkToolOutput, ToolCallID: ev.RequestID, Output: ev.Value, Dynamic: true})
+		}
 	case tether.EventCustom:
 		out = append(out, Chunk{Type: ChunkDataPrefix + ev.Name, Data: ev.Data, Transient: true})
 	case tether.EventRunFinished:
@@ -278,7 +290,12 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 		if p.Status == tether.ToolError && len(errv) == 0 {
 			errv = json.RawMessage(`"The tool call did not finish."`)
 		}
-		return finishTool(out, p.CallID, t, p.Input, p.Output, errv)
+		input := p.Input
+		if len(input) == 0 {
+			// A call its message ended keeps its streamed input as text.
+			input = streamedInput([]byte(p.InputText))
+		}
+		return finishTool(out, p.CallID, t, input, p.Output, errv)
 	case tether.PartData:
 		out = s.closePart(out, m)
 		m.parts++
@@ -321,7 +338,6 @@ func (s *Stream) waiting(out []Chunk, req *tether.Request) []Chunk {
 	}
 	s.request = req.ID
 	out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: req.ID, ToolName: req.Kind, Input: req.Payload, Dynamic: true})
-	s.ended = true
 	return append(out, Chunk{Type: ChunkFinish, FinishReason: FinishToolCalls})
 }
 
@@ -336,10 +352,16 @@ func (s *Stream) finished(out []Chunk, status tether.RunStatus, errInfo json.Raw
 	case tether.RunError:
 		msgStatus = tether.MessageError
 	}
+	if s.request != "" {
+		// A request the run ended without an answer to: not pending
+		// any more (the snapshot keeps only the open request).
+		out = append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: s.request, ErrorText: "The run ended before the request was answered."})
+		s.request = ""
+	}
 	for _, m := range s.running() {
 		out = s.endMessage(out, m, msgStatus)
 	}
-	s.ended = true
+	s.final = true
 	switch status {
 	case tether.RunDone:
 		return append(out, Chunk{Type: ChunkFinish, FinishReason: FinishStop})

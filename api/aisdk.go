@@ -92,14 +92,14 @@ func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID
 	})
 }
 
-// aisdkResume answers GET …/chat/{chatId}/stream: without a cursor (what
+// aisdkResume answers GET …/chat/{chat}/stream: without a cursor (what
 // useChat sends on mount), the active run's UI message rebuilt from its
 // snapshot, then live, or 204 when no run is active; with ?run_id= and
 // ?after= (what TetherChatTransport sends after a drop), the run's chunks
 // after that offset, exactly.
 func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	threadID := r.PathValue("chatId")
+	threadID := r.PathValue("chat")
 	after, runID := q.Get("after"), q.Get("run_id")
 	if after == "" && runID == "" {
 		th, err := s.e.Thread(r.Context(), threadID)
@@ -175,14 +175,14 @@ func (s *Server) aisdkFold(ctx context.Context, live *engine.Subscription, after
 	}
 }
 
-// aisdkStop answers POST …/chat/{chatId}/stop: it cancels the chat's
+// aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's
 // active run (202 with the run), or answers 204 when none is active.
 func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 	if err := decodeJSON(r, s.opts.MaxBodyBytes, &struct{}{}, true); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	th, err := s.e.Thread(r.Context(), r.PathValue("chatId"))
+	th, err := s.e.Thread(r.Context(), r.PathValue("chat"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -199,10 +199,10 @@ func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, run)
 }
 
-// aisdkMessages answers GET …/chat/{chatId}/messages: the chat as
+// aisdkMessages answers GET …/chat/{chat}/messages: the chat as
 // useChat's messages ([] for a chat that does not exist yet).
 func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
-	snap, err := s.e.Thread(r.Context(), r.PathValue("chatId"))
+	snap, err := s.e.Thread(r.Context(), r.PathValue("chat"))
 	if errors.Is(err, tether.ErrNotFound) {
 		writeJSON(w, http.StatusOK, []aisdk.UIMessage{})
 		return

@@ -189,9 +189,9 @@ func (s *Server) routes() []route {
 		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
 		// thread routes they stand for.
 		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},
-		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chatId}/stream", access: accessClient, h: h(s.aisdkResume)},
-		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chatId}/messages", access: accessClient, h: h(s.aisdkMessages)},
-		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chatId}/stop", access: accessClient, h: h(s.aisdkStop)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/stream", access: accessClient, h: h(s.aisdkResume)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, h: h(s.aisdkMessages)},
+		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, h: h(s.aisdkStop)},
 
 		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
 		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},
