@@ -66,29 +66,65 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.aisdkFromSnapshot(w, r, rc.Run.ID)
 		return
 	}
-	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, error) {
-		return aisdk.NewStream(rc.Run), nil, nil
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		return aisdk.NewStream(rc.Run), nil, "", nil
 	})
 }
 
 // aisdkAnswer answers a waiting run's request and streams what follows:
-// the client holds the message up to the request already.
+// the client holds the message up to the request already, so the run is
+// folded up to its run.waiting, and what came after (an agent may stream
+// while it waits) is sent first.
 func (s *Server) aisdkAnswer(w http.ResponseWriter, r *http.Request, a *aisdk.Answer) {
-	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: a.RunID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, error) {
-		_, proj := aisdk.Prelude(sub.Snapshot)
-		if _, err := s.e.SubmitInput(r.Context(), a.RunID, a.RequestID, a.Value); err != nil {
-			return nil, nil, err
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: a.RunID, Cursor: tether.OffsetStart}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		var proj *aisdk.Stream
+		var after []aisdk.Chunk
+		var at tether.Offset
+		found := false
+		for {
+			recs, err := sub.TryNext(r.Context())
+			for _, rec := range recs {
+				ev, derr := rec.Decode()
+				if derr != nil {
+					return nil, nil, "", derr
+				}
+				if proj == nil {
+					if ev.Type != tether.EventRunCreated || ev.Run == nil {
+						return nil, nil, "", tether.Errorf(tether.CodeInternal, "run %s starts with %s", a.RunID, ev.Type)
+					}
+					proj = aisdk.NewStream(*ev.Run)
+				}
+				c := proj.Event(ev)
+				switch {
+				case found:
+					after, at = append(after, c...), rec.Offset
+				case ev.Type == tether.EventRunWaiting && ev.Request != nil && ev.Request.ID == a.RequestID:
+					found, at = true, rec.Offset
+				}
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, nil, "", err
+			}
+			if len(recs) == 0 || err != nil {
+				break
+			}
 		}
-		return proj, []aisdk.Chunk{{Type: aisdk.ChunkStart, MessageID: proj.MessageID()}}, nil
+		if !found {
+			return nil, nil, "", tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", a.RunID, a.RequestID)
+		}
+		if _, err := s.e.SubmitInput(r.Context(), a.RunID, a.RequestID, a.Value); err != nil {
+			return nil, nil, "", err
+		}
+		return proj, append([]aisdk.Chunk{{Type: aisdk.ChunkStart, MessageID: proj.MessageID()}}, after...), at, nil
 	})
 }
 
 // aisdkFromSnapshot streams a run's UI message rebuilt from its snapshot,
 // then live.
 func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID string) {
-	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, error) {
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		chunks, proj := aisdk.Prelude(sub.Snapshot)
-		return proj, chunks, nil
+		return proj, chunks, sub.Snapshot.Offset, nil
 	})
 }
 
@@ -126,12 +162,12 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID, Cursor: cursor}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, error) {
+	s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID, Cursor: cursor}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		if sub.Snapshot != nil {
-			return nil, nil, tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
+			return nil, nil, "", tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
 		}
 		proj, err := s.aisdkFold(r.Context(), sub, cursor)
-		return proj, nil, err
+		return proj, nil, "", err
 	})
 }
 
@@ -216,12 +252,13 @@ func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // aisdkServe subscribes to a run, sets up its projection (start, which
-// may write nothing but the first chunks or refuse), and writes the UI
+// returns it, the first chunks and the offset they are as of, or
+// refuses), and writes the UI
 // message stream until the projection's terminal chunk, the run's end,
 // the client leaving or shutdown. Each event's chunks carry its offset
 // on their last frame (id:), the cursor to resume from.
 func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest,
-	start func(*engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, error)) {
+	start func(*engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error)) {
 	done, ok := s.live()
 	if !ok {
 		s.writeError(w, r, errShuttingDown)
@@ -235,7 +272,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		return
 	}
 	defer sub.Close()
-	proj, first, err := start(sub)
+	proj, first, at, err := start(sub)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -269,11 +306,6 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			}
 			buf = aisdk.AppendFrame(buf, c, frameID)
 		}
-	}
-	// The first chunks are as of the snapshot, if there was one.
-	var at tether.Offset
-	if sub.Snapshot != nil {
-		at = sub.Snapshot.Offset
 	}
 	add(first, at)
 	if !flush() || (len(first) > 0 && first[len(first)-1].Terminal()) {
