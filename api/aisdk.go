@@ -132,7 +132,7 @@ func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID
 // useChat sends on mount), the active run's UI message rebuilt from its
 // snapshot, then live, or 204 when no run is active; with ?run_id= and
 // ?after= (what TetherChatTransport sends after a drop), the run's chunks
-// after that offset, exactly.
+// after that offset, exactly; with ?run_id= alone, that run rebuilt.
 func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	threadID := r.PathValue("chat")
@@ -154,9 +154,18 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		s.aisdkFromSnapshot(w, r, th.Thread.ActiveRunID)
 		return
 	}
+	if after == "" {
+		// A run of this chat (a stream that dropped before its first
+		// frame with an id): rebuilt from its snapshot.
+		s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+			chunks, proj := aisdk.Prelude(sub.Snapshot)
+			return proj, chunks, sub.Snapshot.Offset, nil
+		})
+		return
+	}
 	cursor, err := tether.ParseCursor(after)
-	if err == nil && (runID == "" || cursor == "" || cursor == tether.OffsetNow || cursor == tether.OffsetStart) {
-		err = tether.Errorf(tether.CodeBadRequest, "run_id and after (an offset of the chat's log) go together")
+	if err == nil && (runID == "" || cursor == tether.OffsetNow || cursor == tether.OffsetStart) {
+		err = tether.Errorf(tether.CodeBadRequest, "after (an offset of the chat's log) goes with run_id")
 	}
 	if err != nil {
 		s.writeError(w, r, err)
