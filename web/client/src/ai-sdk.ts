@@ -61,6 +61,8 @@ export interface TransportStats {
   resentBytes: number;
   /** Bytes of stream received, all connections together. */
   bytes: number;
+  /** Bytes of the frames delivered (committed with their event); `bytes - committedBytes` is what drops cost (partial events received twice, pings). */
+  committedBytes: number;
 }
 
 /**
@@ -85,7 +87,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
   /** Resumes are continuations from the exact offset, never replays (see the class's doc). */
   readonly resumeStreamIsReplay = false;
   /** Counters of connections, reconnects and bytes. */
-  readonly stats: TransportStats = { connections: 0, reconnects: 0, resentBytes: 0, bytes: 0 };
+  readonly stats: TransportStats = { connections: 0, reconnects: 0, resentBytes: 0, bytes: 0, committedBytes: 0 };
 
   private readonly opts: TetherChatTransportOptions;
   private readonly positions = new Map<string, ChatPosition>();
@@ -262,6 +264,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
             self.stats.resentBytes += pendingBytes;
           } else {
             for (const c of pending) controllerRef.enqueue(c);
+            self.stats.committedBytes += pendingBytes;
             pos.offset = f.id;
             progress = true;
             if (isTerminal(pending[pending.length - 1]!)) {
