@@ -42,7 +42,10 @@ export async function* parseUIStream(
       }
       onBytes?.(value.byteLength);
       buf += dec.decode(value, { stream: true });
-      buf = buf.replace(/\r\n?/g, '\n');
+      // A CR at the end may be the first half of a CRLF that the next
+      // read completes: it waits.
+      const held = buf.endsWith('\r') ? '\r' : '';
+      buf = buf.slice(0, buf.length - held.length).replace(/\r\n?/g, '\n') + held;
       let end: number;
       while ((end = buf.indexOf('\n\n')) !== -1) {
         const block = buf.slice(0, end);
