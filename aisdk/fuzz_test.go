@@ -159,11 +159,11 @@ func FuzzProjection(f *testing.F) {
 			}
 			return
 		}
-		if normal(rebuilt, running) != normal(whole, running) {
-			t.Fatalf("rebuilt:\n%s\nlive:\n%s\nchunks:\n%s", normal(rebuilt, running), normal(whole, running), want)
+		if normal(rebuilt, running, asked(rebuilt, whole)) != normal(whole, running, asked(rebuilt, whole)) {
+			t.Fatalf("rebuilt:\n%s\nlive:\n%s\nchunks:\n%s", normal(rebuilt, running, asked(rebuilt, whole)), normal(whole, running, asked(rebuilt, whole)), want)
 		}
-		if listed == nil || normal(*listed, running) != normal(whole, running) {
-			t.Fatalf("Messages: %+v\nlive: %s", listed, normal(whole, running))
+		if listed == nil || normal(*listed, running, asked(*listed, whole)) != normal(whole, running, asked(*listed, whole)) {
+			t.Fatalf("Messages: %+v\nlive: %s", listed, normal(whole, running, true))
 		}
 	})
 }

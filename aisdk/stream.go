@@ -41,6 +41,9 @@ type msgState struct {
 	tools   map[string]*toolState
 	order   []string // tool call ids, in order
 	stepEnd bool     // finish-step sent
+	// asked is set at a waiting point: what the message streams after
+	// the answer is a new step.
+	asked bool
 }
 
 type toolState struct {
@@ -117,6 +120,7 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 			return nil
 		}
 		out = s.closePart(out, m)
+		out = s.step(out, m, tether.PartTool)
 		m.tools[ev.CallID] = &toolState{name: ev.Name, running: true}
 		m.order = append(m.order, ev.CallID)
 		m.parts++
@@ -206,6 +210,7 @@ func (s *Stream) text(out []Chunk, m *msgState, reasoning bool, delta string) []
 	case m.last != typ:
 		out = s.newPart(out, m, typ)
 	case m.open == "":
+		out = s.step(out, m, typ)
 		m.open = partID(m.id, m.parts-1)
 		out = append(out, Chunk{Type: startT, ID: m.open})
 	}
@@ -274,6 +279,7 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 		return out
 	case tether.PartTool:
 		out = s.closePart(out, m)
+		out = s.step(out, m, tether.PartTool)
 		t := &toolState{name: p.Name, running: true, input: []byte(p.InputText)}
 		m.tools[p.CallID] = t
 		m.order = append(m.order, p.CallID)
@@ -305,9 +311,25 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 	return out
 }
 
+// step starts a new step for a part of type typ where the AI SDK's
+// model has one: after tool calls (a step ends with its tool calls; what
+// the model says with their results is the next one), and after a
+// waiting point. useChat's lastAssistantMessageIsCompleteWithToolCalls
+// looks at the last step: without this, every answer with a tool call
+// would look like one waiting for the app's tool output.
+func (s *Stream) step(out []Chunk, m *msgState, typ string) []Chunk {
+	split := m.asked || (m.last == tether.PartTool && typ != tether.PartTool)
+	m.asked = false
+	if split {
+		out = append(out, Chunk{Type: ChunkFinishStep}, Chunk{Type: ChunkStartStep})
+	}
+	return out
+}
+
 // newPart opens a new text or reasoning part, closing the open one.
 func (s *Stream) newPart(out []Chunk, m *msgState, typ string) []Chunk {
 	out = s.closePart(out, m)
+	out = s.step(out, m, typ)
 	m.parts++
 	m.last = typ
 	m.open = partID(m.id, m.parts-1)
@@ -335,6 +357,7 @@ func (s *Stream) waiting(out []Chunk, req *tether.Request) []Chunk {
 	out = s.start(out, s.runID, nil)
 	for _, m := range s.running() {
 		out = s.closePart(out, m)
+		m.asked = true
 	}
 	s.request = req.ID
 	out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: req.ID, ToolName: req.Kind, Input: req.Payload, Dynamic: true})

@@ -2,7 +2,7 @@
 // TetherChatTransport, driven by the SDK's own chat engine (the Chat class
 // useChat wraps), with a wire that cuts the streams.
 import { Chat } from '@ai-sdk/react';
-import { DefaultChatTransport, safeValidateUIMessages, type UIMessage } from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls, safeValidateUIMessages, type UIMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { TetherChatTransport } from '../../src/ai-sdk.js';
 import { threadName, until, url } from './helpers.js';
@@ -105,10 +105,9 @@ describe('DefaultChatTransport, unmodified', () => {
     const chat = new Chat<UIMessage>({
       id,
       transport: new DefaultChatTransport({ api: api(), body: demo(8, 2, { ask: true }) }),
-      sendAutomaticallyWhen: ({ messages }) => {
-        const last = messages[messages.length - 1];
-        return !!last?.parts.some((p) => p.type === 'dynamic-tool' && p.state === 'output-available') && !textOf(last).includes('focus');
-      },
+      // The AI SDK's own helper: it sends once the request has its output,
+      // and not again after the answer (a tool call ends its step).
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
     });
     await chat.sendMessage({ text: 'ask me' });
     await settle(chat);
@@ -116,6 +115,9 @@ describe('DefaultChatTransport, unmodified', () => {
     expect(ask.state).toBe('input-available');
     await chat.addToolOutput({ tool: ask.toolName as never, toolCallId: ask.toolCallId, output: 'durability' as never });
     await until(() => textOf(assistants(chat)[0]).includes('durability') && chat.status === 'ready', 15_000, 'the answer');
+    await new Promise((r) => setTimeout(r, 300)); // time for a wrong automatic resend
+    expect(chat.status).toBe('ready');
+    expect(chat.error).toBeUndefined();
     const fa = await finalAnswer(id);
     expect(fa.complete).toBe(true);
     expect(assistants(chat)).toHaveLength(1);
