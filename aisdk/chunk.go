@@ -26,6 +26,12 @@ const (
 	ChunkAbort              = "abort"
 	// ChunkDataPrefix starts the type of a data chunk: "data-" + its name.
 	ChunkDataPrefix = "data-"
+	// ChunkState carries the thread's state, whole (state.snapshot, and
+	// first in a rebuild); ChunkStateDelta a JSON Patch to it
+	// (state.delta). Both are transient: the state is the thread's, not
+	// a part of a message.
+	ChunkState      = "data-state"
+	ChunkStateDelta = "data-state-delta"
 )
 
 // Finish reasons of the finish chunk.

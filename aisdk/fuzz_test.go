@@ -86,6 +86,12 @@ func script(t testing.TB, data []byte) []*tether.Event {
 				Parts: []tether.Part{{Type: tether.PartText, Text: texts[n%len(texts)]}, {Type: tether.PartText, Text: "z"}, {Type: tether.PartData, Name: "card", Data: jsons[n%len(jsons)]}}}})
 		case 13:
 			add(&tether.Event{Type: tether.EventRunCancelRequested})
+		case 15:
+			if n%2 == 0 {
+				add(&tether.Event{Type: tether.EventStateSnapshot, State: jsons[n%len(jsons)]})
+			} else {
+				add(&tether.Event{Type: tether.EventStateDelta, Patch: json.RawMessage(`[{"op":"add","path":"/k","value":1}]`)})
+			}
 		case 14:
 			e := &tether.Event{Type: tether.EventRunFinished, Status: []string{"done", "error", "cancelled", "aborted"}[n%4]}
 			if e.Status == "error" || e.Status == "aborted" {

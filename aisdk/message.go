@@ -200,7 +200,8 @@ func nullIfEmpty(b json.RawMessage) json.RawMessage {
 // Prelude returns the chunks that rebuild a run's UI message as of a run
 // snapshot (engine.Subscribe's, for a run): start, every part as it
 // stands (text whole, in one delta), the last part of a running message
-// left open; a waiting run's request; a finished run's end. The events
+// left open; a waiting run's request; a finished run's end. The thread's
+// state, if set, comes first, as a transient data-state chunk. The events
 // after the snapshot's offset, given to the returned Stream, continue it.
 // A run without an assistant message yet gives no chunks (the start
 // comes with its first message).
@@ -211,6 +212,10 @@ func Prelude(snap *tether.Snapshot) ([]Chunk, *Stream) {
 	run := snap.Runs[0]
 	s := NewStream(run)
 	var out []Chunk
+	if len(snap.State) > 0 && string(snap.State) != "null" {
+		// The thread's state as of the snapshot: later events patch it.
+		out = append(out, Chunk{Type: ChunkState, Data: snap.State, Transient: true})
+	}
 	for _, msg := range answer(run, snap.Messages) {
 		out = s.startMessage(out, msg.ID, msg.Metadata)
 		m := s.msgs[msg.ID]

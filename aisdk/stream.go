@@ -87,8 +87,13 @@ func (s *Stream) Event(ev *tether.Event) []Chunk {
 		return nil
 	}
 	out := s.event(ev)
-	if len(out) > 0 {
-		s.ended = out[len(out)-1].Terminal()
+	// Transient chunks (custom events, the thread's state) are no part
+	// of the message: they do not move the stream past its end.
+	for i := len(out) - 1; i >= 0; i-- {
+		if !out[i].Transient {
+			s.ended = out[i].Terminal()
+			break
+		}
 	}
 	return out
 }
@@ -174,6 +179,10 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 		}
 	case tether.EventCustom:
 		out = append(out, Chunk{Type: ChunkDataPrefix + ev.Name, Data: ev.Data, Transient: true})
+	case tether.EventStateSnapshot:
+		out = append(out, Chunk{Type: ChunkState, Data: ev.State, Transient: true})
+	case tether.EventStateDelta:
+		out = append(out, Chunk{Type: ChunkStateDelta, Data: ev.Patch, Transient: true})
 	case tether.EventRunFinished:
 		out = s.finished(out, tether.RunStatus(ev.Status), ev.Error)
 	}
