@@ -186,6 +186,13 @@ func (s *Server) routes() []route {
 
 		{pattern: "GET /v1/ws", access: accessRun, h: h(s.websocket), queryToken: true},
 
+		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
+		// thread routes they stand for.
+		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/stream", access: accessClient, h: h(s.aisdkResume)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, h: h(s.aisdkMessages)},
+		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, h: h(s.aisdkStop)},
+
 		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
 		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},
 		{pattern: "POST /v1/runs/{rid}/heartbeat", access: accessWorker, h: h(s.heartbeat)},
