@@ -227,18 +227,14 @@ class Worker:
         err: Optional[BaseException] = None
         try:
             try:
-                await asyncio.shield(agent_task)
+                await asyncio.wait({agent_task})
             except asyncio.CancelledError:
-                if not agent_task.done():
-                    # The worker is stopping: the agent too; the run is left to the server.
-                    t.stop(SHUTDOWN)
-                    agent_task.cancel()
-                    await asyncio.gather(agent_task, return_exceptions=True)
-                    raise
-            if agent_task.cancelled():
-                err = None
-            else:
-                err = agent_task.exception()
+                # The worker is stopping: the agent too; the run is left to the server.
+                t.stop(SHUTDOWN)
+                agent_task.cancel()
+                await asyncio.gather(agent_task, return_exceptions=True)
+                raise
+            err = None if agent_task.cancelled() else agent_task.exception()
             await self._conclude(t, session, err)
         finally:
             for h in helpers:
