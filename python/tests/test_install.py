@@ -21,6 +21,13 @@ def quick_start() -> str:
     return m.group(1)
 
 
+def test_the_readmes_show_the_same_quick_start():
+    """The repository's README shows the quick start too: the same code, which the test below runs."""
+    root = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", root, re.S)
+    assert quick_start() in blocks
+
+
 def fresh_venv(path: Path) -> Path:
     venv.EnvBuilder(with_pip=True, clear=True).create(path)
     return path / "bin" / "python"
