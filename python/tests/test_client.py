@@ -121,3 +121,20 @@ def test_async_client(server):
             assert [t.id for t in page.threads] == [th.id] and page.next_cursor is None
 
     asyncio.run(main())
+
+
+def test_declared_agents(start_server):
+    server = start_server("--agents", "configured")
+    with Client(server.url) as c:
+        c.create_thread("t1")
+        with pytest.raises(TetherError) as e:
+            c.create_run("t1", "hi", agent="mine")
+        assert e.value.code == "bad_request"  # unknown: no worker asked, nobody declared it
+        a = c.declare_agent("mine")
+        assert (a.name, a.declared) == ("mine", "api")
+        c.create_run("t1", "hi", agent="mine", multitask="enqueue")
+        c.create_run("t1", "hi", agent="configured", multitask="enqueue")
+        agents = {a.name: a for a in c.list_agents()}
+        assert agents["demo"].in_process and agents["configured"].declared == "config" and agents["mine"].declared == "api"
+        c.forget_agent("mine")
+        assert "mine" not in {a.name for a in c.list_agents()}

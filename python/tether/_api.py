@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Generic, Mapping, Optional, Sequence, TypeVar, Union
 from urllib.parse import quote
 
 import httpx
@@ -27,12 +27,19 @@ MAX_RETRIES = 4
 """How many times a REST call is retried after its first try."""
 
 
+T = TypeVar("T")
+
+
+def _none(v: Any) -> None:
+    return None
+
+
 @dataclass
-class Call:
+class Call(Generic[T]):
     op: str
     method: str
     path: str
-    parse: Callable[[Any], Any] = lambda v: None
+    parse: Callable[[Any], T]
     body: Any = None
     params: Optional[dict[str, str]] = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -75,7 +82,7 @@ def user_input(prompt: Union[str, Sequence[Mapping[str, Any]], None]) -> dict[st
     return {"messages": [dict(m) for m in prompt]}
 
 
-def create_thread(id: Optional[str], metadata: Optional[Mapping[str, Any]]) -> Call:
+def create_thread(id: Optional[str], metadata: Optional[Mapping[str, Any]]) -> Call[Thread]:
     body: dict[str, Any] = {}
     if id is not None:
         body["id"] = id
@@ -85,7 +92,7 @@ def create_thread(id: Optional[str], metadata: Optional[Mapping[str, Any]]) -> C
     return Call("create thread", "POST", "/v1/threads", Thread.from_json, body=body, retry=SAFE if id else UNSENT)
 
 
-def list_threads(status: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Call:
+def list_threads(status: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Call[ThreadPage]:
     params = {k: str(v) for k, v in (("status", status), ("limit", limit), ("cursor", cursor)) if v is not None}
 
     def parse(v: Any) -> ThreadPage:
@@ -95,12 +102,12 @@ def list_threads(status: Optional[str], limit: Optional[int], cursor: Optional[s
     return Call("list threads", "GET", "/v1/threads", parse, params=params)
 
 
-def snapshot(thread_id: str) -> Call:
+def snapshot(thread_id: str) -> Call[Snapshot]:
     return Call("get thread", "GET", "/v1/threads/" + seg(thread_id), Snapshot.from_json)
 
 
-def delete_thread(thread_id: str) -> Call:
-    return Call("delete thread", "DELETE", "/v1/threads/" + seg(thread_id))
+def delete_thread(thread_id: str) -> Call[None]:
+    return Call("delete thread", "DELETE", "/v1/threads/" + seg(thread_id), _none)
 
 
 def create_run(
@@ -110,7 +117,7 @@ def create_run(
     metadata: Optional[Mapping[str, Any]],
     multitask: Optional[str],
     idempotency_key: Optional[str],
-) -> Call:
+) -> Call[Run]:
     body: dict[str, Any] = {"input": user_input(prompt)}
     if agent:
         body["agent"] = agent
@@ -123,34 +130,34 @@ def create_run(
     return Call("create run", "POST", "/v1/threads/" + seg(thread_id) + "/runs", Run.from_json, body=body, headers={"Idempotency-Key": key})
 
 
-def get_run(run_id: str) -> Call:
+def get_run(run_id: str) -> Call[RunSnapshot]:
     return Call("get run", "GET", "/v1/runs/" + seg(run_id), RunSnapshot.from_json)
 
 
-def cancel(run_id: str) -> Call:
+def cancel(run_id: str) -> Call[Run]:
     return Call("cancel run", "POST", "/v1/runs/" + seg(run_id) + "/cancel", Run.from_json, body={})
 
 
-def submit_input(run_id: str, request_id: str, value: JSON) -> Call:
+def submit_input(run_id: str, request_id: str, value: JSON) -> Call[Run]:
     # A second answer would be refused: retry only what the server cannot have taken.
     return Call("submit input", "POST", "/v1/runs/" + seg(run_id) + "/input", Run.from_json, body={"request_id": request_id, "value": value}, retry=UNSENT)
 
 
-def final_answer(thread_id: str, run_id: Optional[str]) -> Call:
+def final_answer(thread_id: str, run_id: Optional[str]) -> Call[FinalAnswer]:
     params = {"run_id": run_id} if run_id else None
     return Call("final answer", "GET", "/v1/threads/" + seg(thread_id) + "/final-answer", FinalAnswer.from_json, params=params)
 
 
-def list_agents() -> Call:
+def list_agents() -> Call[list[Agent]]:
     def parse(v: Any) -> list[Agent]:
         return [Agent.from_json(a) for a in (v or {}).get("agents") or ()]
 
     return Call("list agents", "GET", "/v1/agents", parse)
 
 
-def declare_agent(name: str) -> Call:
+def declare_agent(name: str) -> Call[Agent]:
     return Call("declare agent", "PUT", "/v1/agents/" + seg(name), Agent.from_json, body={})
 
 
-def forget_agent(name: str) -> Call:
-    return Call("remove agent", "DELETE", "/v1/agents/" + seg(name))
+def forget_agent(name: str) -> Call[None]:
+    return Call("remove agent", "DELETE", "/v1/agents/" + seg(name), _none)

@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Un
 import httpx
 
 from . import _api
-from ._api import Call
+from ._api import Call, T
 from ._follow import Follower, Outcome, backoff
 from ._sse import FrameTooLarge, SSEParser
 from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
@@ -82,7 +82,7 @@ class AsyncClient:
 
     # -- REST
 
-    async def _do(self, c: Call) -> Any:
+    async def _do(self, c: Call[T]) -> T:
         body = _api.encode(c.body) if c.body is not None else None
         headers = {"Accept": "application/json", **self._headers, **c.headers}
         if body is not None:

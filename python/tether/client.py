@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 import httpx
 
 from . import _api
-from ._api import Call
+from ._api import Call, T
 from ._follow import Follower, Outcome, backoff
 from ._sse import FrameTooLarge, SSEParser
 from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
@@ -89,7 +89,7 @@ class Client:
 
     # -- REST
 
-    def _do(self, c: Call) -> Any:
+    def _do(self, c: Call[T]) -> T:
         body = _api.encode(c.body) if c.body is not None else None
         headers = {"Accept": "application/json", **self._headers, **c.headers}
         if body is not None:

@@ -40,6 +40,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from pydantic_ai.run import AgentRunResultEvent
+
 from ..session import Session
 from ..types import Message
 from ..worker import AgentFunction
@@ -92,9 +94,9 @@ class _Stream:
                 if d.content_delta:
                     await s.reasoning(d.content_delta)
             elif isinstance(d, ToolCallPartDelta):
-                cid = self.calls.get(ev.index)
-                if cid is not None and isinstance(d.args_delta, str):
-                    await s.tool_delta(cid, d.args_delta)
+                delta_call = self.calls.get(ev.index)
+                if delta_call is not None and isinstance(d.args_delta, str):
+                    await s.tool_delta(delta_call, d.args_delta)
         elif isinstance(ev, FunctionToolCallEvent):
             # The call as the model finished it: known before its result, so a
             # call the model did not stream still shows as started.
@@ -174,7 +176,7 @@ async def run_agent(session: Session, agent: Agent[Any, Any], prompt: Optional[s
     output: Any = None
     async with agent.run_stream_events(prompt, **kwargs) as events:
         async for ev in events:
-            if type(ev).__name__ == "AgentRunResultEvent":
+            if isinstance(ev, AgentRunResultEvent):
                 output = ev.result.output
                 continue
             await st.event(ev)
