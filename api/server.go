@@ -193,6 +193,10 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, h: h(s.aisdkMessages)},
 		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, h: h(s.aisdkStop)},
 
+		{pattern: "GET /v1/agents", access: accessClient, h: h(s.listAgents)},
+		{pattern: "PUT /v1/agents/{name}", access: accessAdmin, h: h(s.declareAgent)},
+		{pattern: "DELETE /v1/agents/{name}", access: accessAdmin, h: h(s.removeAgent)},
+
 		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
 		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},
 		{pattern: "POST /v1/runs/{rid}/heartbeat", access: accessWorker, h: h(s.heartbeat)},
