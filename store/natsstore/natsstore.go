@@ -104,7 +104,10 @@ type Store struct {
 
 	// delivered is the stream sequence of the last message the notify
 	// consumer handled.
-	delivered    atomic.Uint64
+	delivered atomic.Uint64
+	// notifyIter follows the log; dispatch replaces it when the consumer
+	// behind it gave up (restartNotify).
+	notifyMu     sync.Mutex
 	notifyIter   jetstream.MessagesContext
 	dispatchDone chan struct{}
 
@@ -168,9 +171,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.stopCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.open(ctx); err != nil {
 		s.cancel()
-		if s.notifyIter != nil {
-			s.notifyIter.Stop()
-		}
+		s.stopNotify()
 		if s.repairIter != nil {
 			s.repairIter.Stop()
 		}
@@ -386,7 +387,7 @@ func (s *Store) Close() error {
 			s.repairIter.Drain() // the loop hands back what it holds
 		}
 		<-s.repairDone
-		s.notifyIter.Stop()
+		s.stopNotify()
 		<-s.dispatchDone
 		if s.ownConn {
 			s.nc.Close()

@@ -24,33 +24,78 @@ import (
 const heartbeat = 500 * time.Millisecond
 
 func (s *Store) startNotify(ctx context.Context, last uint64) error {
-	cons, err := s.logStream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   last + 1,
-	})
+	it, err := s.follow(ctx, last)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(heartbeat))
-	if err != nil {
-		return err
-	}
+	s.notifyMu.Lock()
 	s.notifyIter = it
+	s.notifyMu.Unlock()
 	s.delivered.Store(last)
 	return nil
+}
+
+// follow starts an ordered consumer of the log after stream sequence last.
+//
+// The consumer recreates itself once when it misses heartbeats (a server
+// went away): MaxResetAttempts is 1, because nats.go's own retries back
+// off up to ten seconds between tries of ten seconds each, which after a
+// lost quorum kept a node deaf to the log for half a minute once the
+// quorum was back. When that one try fails, dispatch starts a new
+// consumer, tried again at once and then every second (restartNotify).
+func (s *Store) follow(ctx context.Context, last uint64) (jetstream.MessagesContext, error) {
+	cons, err := s.logStream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy:    jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:      last + 1,
+		MaxResetAttempts: 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(heartbeat))
+}
+
+// notifyIterator returns the current iterator of the log.
+func (s *Store) notifyIterator() jetstream.MessagesContext {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	return s.notifyIter
+}
+
+// stopNotify stops following the log (at Close).
+func (s *Store) stopNotify() {
+	if it := s.notifyIterator(); it != nil {
+		it.Stop()
+	}
+}
+
+// stopping reports whether Close has started.
+func (s *Store) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // dispatch handles the log's messages one by one, until Close.
 func (s *Store) dispatch() {
 	defer close(s.dispatchDone)
 	for {
-		msg, err := s.notifyIter.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return
-		}
+		msg, err := s.notifyIterator().Next()
 		if err != nil {
+			if s.stopping() {
+				return
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				// The consumer gave up recreating itself.
+				s.restartNotify()
+				continue
+			}
 			// Missed heartbeats and the like: the ordered consumer
-			// recreates itself where it was.
+			// recreates itself where it was (once; then the iterator
+			// is closed, above).
 			s.log.Debug("natsstore: notify consumer", "err", err)
 			time.Sleep(10 * time.Millisecond)
 			continue
@@ -64,6 +109,49 @@ func (s *Store) dispatch() {
 			<-*hold
 		}
 		s.handle(md.Sequence.Stream, msg)
+	}
+}
+
+// restartNotify follows the log again after the last message handled,
+// trying until it succeeds or the store closes: while it fails (no server,
+// no quorum) this node hears of no commit, its own included, whose callers
+// wait (see awaitDelivery).
+func (s *Store) restartNotify() {
+	wait := 100 * time.Millisecond
+	since := time.Now()
+	warned := false
+	for {
+		if s.stopping() {
+			return
+		}
+		after := s.delivered.Load()
+		ctx, cancel := context.WithTimeout(s.stopCtx, s.opts.Timeout)
+		it, err := s.follow(ctx, after)
+		cancel()
+		if err == nil {
+			s.notifyMu.Lock()
+			if s.stopping() {
+				s.notifyMu.Unlock()
+				it.Stop()
+				return
+			}
+			s.notifyIter = it
+			s.notifyMu.Unlock()
+			if warned {
+				s.log.Info("natsstore: following the log again", "after_seq", after, "down_for", time.Since(since).Round(time.Millisecond))
+			}
+			return
+		}
+		if !warned && time.Since(since) > s.opts.Timeout {
+			warned = true
+			s.log.Warn("natsstore: cannot follow the log; retrying", "after_seq", after, "err", err)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
 
