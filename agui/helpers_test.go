@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agui/aguitest"
 	"github.com/tetherhq/tether/runs"
 )
 
@@ -218,114 +218,18 @@ runs:
 	return l
 }
 
-// verifier checks a stream of AG-UI events by the rules of @ag-ui/client's
-// verifyEvents (1.0.0), the parts the projection can break.
-type verifier struct {
-	started, finished, errored bool
-	first                      bool
-	text, reasoning, spans     map[string]bool
-	tools                      map[string]bool
-	steps                      map[string]bool
-}
-
-func newVerifier() *verifier {
-	v := &verifier{first: true}
-	v.reset()
-	return v
-}
-
-func (v *verifier) reset() {
-	v.text, v.reasoning, v.spans, v.tools, v.steps = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
-	v.finished, v.errored = false, false
-}
-
-func (v *verifier) check(e Event) error {
-	t := e.Type()
-	id := func(k string) string { s, _ := e[k].(string); return s }
-	if v.errored && t != RunStarted {
-		return fmt.Errorf("%s after RUN_ERROR", t)
-	}
-	if v.finished && t != RunStarted && t != RunError {
-		return fmt.Errorf("%s after RUN_FINISHED", t)
-	}
-	if v.first {
-		v.first = false
-		if t != RunStarted && t != RunError {
-			return fmt.Errorf("first event %s", t)
-		}
-	} else if t == RunStarted && v.started && !v.finished && !v.errored {
-		return fmt.Errorf("RUN_STARTED while a run is active")
-	}
-	open := func(set map[string]bool, k, what string) error {
-		if set[id(k)] {
-			return fmt.Errorf("%s %s already open", what, id(k))
-		}
-		set[id(k)] = true
-		return nil
-	}
-	need := func(set map[string]bool, k, what string, end bool) error {
-		if !set[id(k)] {
-			return fmt.Errorf("%s: %s %s not open", t, what, id(k))
-		}
-		if end {
-			delete(set, id(k))
-		}
-		return nil
-	}
-	switch t {
-	case RunStarted:
-		if v.finished || v.errored {
-			v.reset()
-		}
-		v.started = true
-	case TextMessageStart:
-		return open(v.text, "messageId", "text message")
-	case TextMessageContent, TextMessageEnd:
-		if t == TextMessageContent && id("delta") == "" {
-			return fmt.Errorf("empty delta")
-		}
-		return need(v.text, "messageId", "text message", t == TextMessageEnd)
-	case ToolCallStart:
-		return open(v.tools, "toolCallId", "tool call")
-	case ToolCallArgs, ToolCallEnd:
-		return need(v.tools, "toolCallId", "tool call", t == ToolCallEnd)
-	case ReasoningStart:
-		return open(v.spans, "messageId", "reasoning span")
-	case ReasoningMessageStart:
-		return open(v.reasoning, "messageId", "reasoning message")
-	case ReasoningMessageContent, ReasoningMessageEnd:
-		return need(v.reasoning, "messageId", "reasoning message", t == ReasoningMessageEnd)
-	case ReasoningEnd:
-		return need(v.spans, "messageId", "reasoning span", true)
-	case StepStarted:
-		return open(v.steps, "stepName", "step")
-	case StepFinished:
-		return need(v.steps, "stepName", "step", true)
-	case RunFinished:
-		for what, set := range map[string]map[string]bool{"text": v.text, "reasoning": v.reasoning, "span": v.spans, "tool": v.tools, "step": v.steps} {
-			if len(set) > 0 {
-				return fmt.Errorf("RUN_FINISHED with %s open: %v", what, set)
-			}
-		}
-		v.finished = true
-	case RunError:
-		v.errored = true
-	}
-	return nil
-}
-
 // verify checks frames the way a client reads them: each event decoded
 // from its JSON.
 func verify(t testing.TB, frames []Frame) []Event {
 	t.Helper()
-	v := newVerifier()
+	v := aguitest.NewVerifier()
 	var evs []Event
 	for i, f := range frames {
 		var e Event
 		if err := json.Unmarshal(f.JSON(), &e); err != nil {
 			t.Fatal(err)
 		}
-		if err := v.check(e); err != nil {
+		if err := v.Check(e); err != nil {
 			t.Fatalf("frame %d (%s): %v\n%s", i, e.Type(), err, dump(frames))
 		}
 		evs = append(evs, e)
@@ -342,116 +246,20 @@ func dump(frames []Frame) string {
 	return b.String()
 }
 
-// reducer applies events to a list of AG-UI messages as HttpAgent's
-// default reducer does (the parts that hold content).
-type reducer struct{ msgs []map[string]any }
-
-func (r *reducer) find(id string) map[string]any {
-	for _, m := range r.msgs {
-		if m["id"] == id {
-			return m
-		}
-	}
-	return nil
-}
-
-func (r *reducer) owner(call string) map[string]any {
-	for _, m := range r.msgs {
-		calls, _ := m["toolCalls"].([]any)
-		for _, c := range calls {
-			if c.(map[string]any)["id"] == call {
-				return m
-			}
-		}
-	}
-	return nil
-}
-
-func (r *reducer) apply(e Event) {
-	s := func(k string) string { v, _ := e[k].(string); return v }
-	switch e.Type() {
-	case RunStarted:
-		in, _ := e["input"].(map[string]any)
-		msgs, _ := in["messages"].([]any)
-		for _, m := range msgs {
-			if mm := m.(map[string]any); r.find(mm["id"].(string)) == nil {
-				r.msgs = append(r.msgs, mm)
-			}
-		}
-	case MessagesSnapshot:
-		var next []map[string]any
-		for _, m := range e["messages"].([]any) {
-			next = append(next, m.(map[string]any))
-		}
-		r.msgs = next
-	case TextMessageStart:
-		if r.find(s("messageId")) == nil {
-			r.msgs = append(r.msgs, map[string]any{"id": s("messageId"), "role": s("role"), "content": ""})
-		}
-	case TextMessageContent, ReasoningMessageContent:
-		m := r.find(s("messageId"))
-		c, _ := m["content"].(string)
-		m["content"] = c + s("delta")
-	case ReasoningMessageStart:
-		if r.find(s("messageId")) == nil {
-			r.msgs = append(r.msgs, map[string]any{"id": s("messageId"), "role": "reasoning", "content": ""})
-		}
-	case ToolCallStart:
-		if r.owner(s("toolCallId")) != nil {
-			return
-		}
-		parent := r.find(s("parentMessageId"))
-		if parent == nil {
-			parent = map[string]any{"id": s("parentMessageId"), "role": "assistant"}
-			r.msgs = append(r.msgs, parent)
-		}
-		calls, _ := parent["toolCalls"].([]any)
-		parent["toolCalls"] = append(calls, map[string]any{"id": s("toolCallId"), "type": "function",
-			"function": map[string]any{"name": s("toolCallName"), "arguments": ""}})
-	case ToolCallArgs:
-		for _, c := range r.owner(s("toolCallId"))["toolCalls"].([]any) {
-			if c := c.(map[string]any); c["id"] == s("toolCallId") {
-				f := c["function"].(map[string]any)
-				f["arguments"] = f["arguments"].(string) + s("delta")
-			}
-		}
-	case ToolCallResult:
-		r.msgs = append(r.msgs, map[string]any{"id": s("messageId"), "role": "tool", "toolCallId": s("toolCallId"), "content": s("content")})
-	}
-}
-
-// contents maps each message id to what a person sees of it.
-func (r *reducer) contents() map[string]string {
-	out := map[string]string{}
-	for _, m := range r.msgs {
-		c, _ := m["content"].(string)
-		var calls []string
-		tc, _ := m["toolCalls"].([]any)
-		for _, c := range tc {
-			c := c.(map[string]any)
-			f := c["function"].(map[string]any)
-			calls = append(calls, fmt.Sprintf("%s:%s(%s)", c["id"], f["name"], f["arguments"]))
-		}
-		slices.Sort(calls)
-		out[m["id"].(string)] = fmt.Sprintf("%s|%s|%s", m["role"], c, strings.Join(calls, ","))
-	}
-	return out
-}
-
-func reduce(evs []Event) *reducer {
-	r := &reducer{}
+func reduce(evs []Event) *aguitest.Reducer {
+	r := &aguitest.Reducer{}
 	for _, e := range evs {
-		r.apply(e)
+		r.Apply(e)
 	}
 	return r
 }
 
 // snapshotContents is contents of the AG-UI form of a snapshot.
 func snapshotContents(snap *tether.Snapshot) map[string]string {
-	r := &reducer{}
+	r := &aguitest.Reducer{}
 	b, _ := json.Marshal(Messages(snap.Messages))
 	var msgs []map[string]any
 	_ = json.Unmarshal(b, &msgs)
-	r.msgs = msgs
-	return r.contents()
+	r.Msgs = msgs
+	return r.Contents()
 }

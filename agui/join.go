@@ -149,3 +149,22 @@ func pendingOfRun(snap *tether.Snapshot, run string) []string {
 	}
 	return ids
 }
+
+// CurrentRun is the run a client joining snap's thread wants: the running
+// or waiting run, else the latest run ("" for a thread without runs).
+func CurrentRun(snap *tether.Snapshot) string {
+	var latest *tether.Run
+	for i := range snap.Runs {
+		r := &snap.Runs[i]
+		if r.Status.Active() {
+			return r.ID
+		}
+		if latest == nil || !r.CreatedAt.Before(latest.CreatedAt.Time) {
+			latest = r
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return latest.ID
+}

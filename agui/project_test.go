@@ -76,7 +76,7 @@ func TestProjectDemoRun(t *testing.T) {
 	if msgs := in["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["content"] != "hi" {
 		t.Fatalf("RUN_STARTED input %v", in)
 	}
-	if got, want := reduce(evs).contents(), snapshotContents(l.snaps[len(l.snaps)-1]); !reflect.DeepEqual(got, want) {
+	if got, want := reduce(evs).Contents(), snapshotContents(l.snaps[len(l.snaps)-1]); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the stream's messages\n%v\nare not the snapshot's\n%v", got, want)
 	}
 	// The result is the output's JSON text.
@@ -282,22 +282,22 @@ func TestFrameSSE(t *testing.T) {
 // to there continues with the same frames as one that loaded the
 // snapshot.
 func TestJoinAtEveryOffset(t *testing.T) {
-	seeds := 200
+	seeds := 60
 	if testing.Short() {
-		seeds = 30
+		seeds = 15
 	}
 	for seed := range seeds {
 		l := randomLog(t, rand.New(rand.NewPCG(uint64(seed), 7)))
 		final := snapshotContents(l.snaps[len(l.snaps)-1])
 		full := verify(t, l.project(Options{}, 0, false))
-		if got := reduce(full).contents(); !reflect.DeepEqual(got, final) {
+		if got := reduce(full).Contents(); !reflect.DeepEqual(got, final) {
 			t.Fatalf("seed %d: the stream's messages\n%v\nare not the snapshot's\n%v", seed, got, final)
 		}
 		for k := range l.events {
 			joined := l.project(Options{}, k, true)
 			evs := verify(t, joined)
-			if len(evs) > 0 && !reflect.DeepEqual(reduce(evs).contents(), final) {
-				t.Fatalf("seed %d, joined at %d: messages\n%v\nwant\n%v", seed, k, reduce(evs).contents(), final)
+			if len(evs) > 0 && !reflect.DeepEqual(reduce(evs).Contents(), final) {
+				t.Fatalf("seed %d, joined at %d: messages\n%v\nwant\n%v", seed, k, reduce(evs).Contents(), final)
 			}
 			// Read up to k, or loaded at k: the same frames after it.
 			read := New("t1", Options{})

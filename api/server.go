@@ -186,6 +186,10 @@ func (s *Server) routes() []route {
 
 		{pattern: "GET /v1/ws", access: accessRun, h: h(s.websocket), queryToken: true},
 
+		{pattern: "POST /v1/ag-ui/{agent}", access: accessClient, h: h(s.aguiRun)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, h: h(s.aguiThreadEvents)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, h: h(s.aguiRunEvents)},
+
 		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
 		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},
 		{pattern: "POST /v1/runs/{rid}/heartbeat", access: accessWorker, h: h(s.heartbeat)},
