@@ -155,9 +155,9 @@ func lastAssistant(r *aguitest.Reducer) string {
 func runInput(thread, runID, text string, demo string) map[string]any {
 	return map[string]any{
 		"threadId": thread, "runId": runID, "protocolVersion": "1.0", "state": map[string]any{},
-		"messages": []any{map[string]any{"id": "u-" + runID, "role": "user", "content": text}},
-		"tools":    []any{map[string]any{"name": "confirm", "description": "Ask", "parameters": map[string]any{}}},
-		"context":  []any{map[string]any{"description": "page", "value": "home"}},
+		"messages":       []any{map[string]any{"id": "u-" + runID, "role": "user", "content": text}},
+		"tools":          []any{map[string]any{"name": "confirm", "description": "Ask", "parameters": map[string]any{}}},
+		"context":        []any{map[string]any{"description": "page", "value": "home"}},
 		"forwardedProps": map[string]any{"demo": json.RawMessage(demo)},
 	}
 }
