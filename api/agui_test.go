@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -471,5 +472,37 @@ func TestAGUICutIsReset(t *testing.T) {
 				t.Logf("ended with %v", err)
 			}
 		})
+	}
+}
+
+// TestAGUICutIsResetHTTP2: on HTTP/2 (no connection to take over) the cut
+// is a reset of the stream (RST_STREAM), not its clean end.
+func TestAGUICutIsResetHTTP2(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	hs := httptest.NewUnstartedServer(v.srv.Handler())
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	defer hs.Close()
+	body, _ := json.Marshal(runInput("t1", "run-1", "long", `{"tokens":2000,"delay_ms":20}`))
+	req, _ := http.NewRequest("POST", hs.URL+"/v1/ag-ui/demo", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("HTTP/%d", res.ProtoMajor)
+	}
+	rid := strings.TrimPrefix(res.Header.Get("Content-Location"), "/v1/runs/")
+	defer func() { _, _ = v.e.CancelRun(context.Background(), rid) }()
+	rd := bufio.NewReader(res.Body)
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	go v.srv.Shutdown()
+	_, err = io.ReadAll(rd)
+	if err == nil {
+		t.Fatal("the stream was closed cleanly, not reset")
 	}
 }
