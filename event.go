@@ -19,6 +19,8 @@ const (
 	EventMessageCreated  = "message.created"
 	EventRunWaiting      = "run.waiting"
 	EventCustom          = "custom"
+	EventStateSnapshot   = "state.snapshot"
+	EventStateDelta      = "state.delta"
 	EventRunFinished     = "run.finished"
 )
 
@@ -56,6 +58,8 @@ type Event struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	RequestID string          `json:"request_id,omitempty"`
 	Value     json.RawMessage `json:"value,omitempty"`
+	State     json.RawMessage `json:"state,omitempty"`
+	Patch     json.RawMessage `json:"patch,omitempty"`
 }
 
 // Encode returns the JSON of e without its offset: the form that is

@@ -1,5 +1,7 @@
 package tether
 
+import "encoding/json"
+
 // Snapshot is the state of a thread as of Offset: every event up to and
 // including Offset is folded in, and none after it. It is what
 // GET /v1/threads/{id} returns and what a subscription sends first.
@@ -8,6 +10,9 @@ type Snapshot struct {
 	Runs     []Run     `json:"runs"`
 	Messages []Message `json:"messages"`
 	Offset   Offset    `json:"offset"`
+	// State is the thread's state (state.snapshot and state.delta events),
+	// absent while it is null: never set, or set to null.
+	State json.RawMessage `json:"state,omitempty"`
 	// Reset is true when the snapshot replaces a client's state because its
 	// cursor could not be placed in the log.
 	Reset bool `json:"reset,omitempty"`

@@ -17,6 +17,10 @@ type Session struct {
 	// Messages is the thread's conversation as of the claim, the run's
 	// input included.
 	Messages []tether.Message
+	// State is the thread's state as of the claim (protocol §2, "Thread
+	// state"), nil while null. SetState and PatchState change the
+	// thread's, not this copy.
+	State json.RawMessage
 
 	t        Transport
 	seq      int
@@ -139,6 +143,30 @@ func (s *Session) Custom(ctx context.Context, name string, data any) error {
 		return err
 	}
 	return s.Emit(ctx, &tether.Event{Type: tether.EventCustom, Name: name, Data: d})
+}
+
+// SetState replaces the thread's state (state.snapshot) with v, encoded as
+// JSON; nil sets it to null.
+func (s *Session) SetState(ctx context.Context, v any) error {
+	st, err := rawJSON(v)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		st = json.RawMessage("null")
+	}
+	return s.Emit(ctx, &tether.Event{Type: tether.EventStateSnapshot, State: st})
+}
+
+// PatchState applies an RFC 6902 JSON Patch (an array of operations,
+// encoded as JSON) to the thread's state (state.delta). A patch that does
+// not apply is refused (conflict) and changes nothing.
+func (s *Session) PatchState(ctx context.Context, patch any) error {
+	p, err := rawJSON(patch)
+	if err != nil {
+		return err
+	}
+	return s.Emit(ctx, &tether.Event{Type: tether.EventStateDelta, Patch: p})
 }
 
 // Wait asks for input (run.waiting) and returns the answer once a client

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -45,7 +46,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		Messages []tether.Message `json:"messages"`
 		Lease    engine.LeaseInfo `json:"lease"`
 		Offset   tether.Offset    `json:"offset"`
-	}{c.Run, c.Messages, c.Lease, c.Offset})
+		State    json.RawMessage  `json:"state,omitempty"`
+	}{c.Run, c.Messages, c.Lease, c.Offset, c.State})
 }
 
 func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {

@@ -170,7 +170,9 @@ type claimed struct {
 		TTLms int64  `json:"ttl_ms"`
 	} `json:"lease"`
 	Offset tether.Offset `json:"offset"`
-	at     time.Time     // when the answer came
+	// State is the thread's state as of the claim, absent while null.
+	State json.RawMessage `json:"state,omitempty"`
+	at    time.Time       // when the answer came
 }
 
 func (w *Worker) claimLoop(ctx context.Context, sem chan struct{}, start func(*claimed)) error {
@@ -257,6 +259,7 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 	go func() { defer wg.Done(); t.heartbeat(ctx) }()
 
 	s := agents.NewSession(run, cl.Messages, t)
+	s.State = cl.State
 	err := agents.Call(ctx, w.opts.Agents[run.Agent], s)
 
 	fctx, fcancel := context.WithCancel(hard)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -43,7 +44,9 @@ type Claim struct {
 	// Messages are the thread's messages as of the claim: the
 	// conversation the agent answers.
 	Messages []tether.Message
-	Lease    LeaseInfo
+	// State is the thread's state as of the claim, nil while null.
+	State json.RawMessage
+	Lease LeaseInfo
 	// Offset is the offset of the run.started event: a subscription to the
 	// run from here sees input and cancel requests that come later.
 	Offset tether.Offset
@@ -161,6 +164,7 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 	return &Claim{
 		Run:      run,
 		Messages: snap.Messages,
+		State:    snap.State,
 		Lease:    LeaseInfo{Token: lease.Token, ExpiresAt: tether.At(lease.ExpiresAt), TTLms: e.opts.LeaseTTL.Milliseconds()},
 		Offset:   o.records[len(o.records)-1].Offset,
 	}, nil

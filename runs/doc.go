@@ -77,6 +77,16 @@
 //   - run.input: request_id required; the run is waiting on that request
 //     (conflict otherwise). The run is running again; value is any JSON.
 //   - custom: name required. No effect on the state.
+//   - state.snapshot: state required (any JSON value; null counts as
+//     present); the run is running or waiting (conflict otherwise). The
+//     thread's state becomes state.
+//   - state.delta: patch required, an RFC 6902 JSON Patch: an array of
+//     operations with a known op, JSON Pointer paths, from for move and
+//     copy, value for add, replace and test (bad_request otherwise); the
+//     run is running or waiting. The patch is applied to the thread's
+//     state as a whole: if an operation fails (a missing path, a failed
+//     test) it is conflict and the state does not change. See
+//     jsonpatch.go for what the application tolerates beyond the RFC.
 //   - run.cancel_requested: sets cancel_requested_at, the first time only.
 //   - run.finished: status done|error|cancelled|aborted required; error, if
 //     set and not null, is exactly {code, message} with non-empty strings.
@@ -87,6 +97,11 @@
 // Every event sets its run's last_update_at to ts, and every event that
 // touches a message sets the message's last_update_at. When a message ends,
 // its running tool calls end done if the message is done, else error.
+//
+// The thread's state is the thread's, not a run's: it lives on across
+// runs, null until first set (and again after a state.snapshot of null or
+// a remove of the root), and every snapshot carries it (absent while
+// null).
 //
 // The thread is busy while a run is running, waiting while the active run
 // waits, busy while a run is pending, else error if the last run to finish
@@ -104,6 +119,10 @@
 // to the State that owns the machine, makes every other open Tx of that
 // machine unusable: their Apply and Commit panic rather than overwrite
 // changes they did not see.
+//
+// The thread's state is held by the Machine (a state.delta is validated by
+// applying it), as one JSON document that each change replaces: a delta
+// costs O(size of the state), not O(size of the patch).
 //
 // A State keeps references to the JSON fields (json.RawMessage) of the
 // events it folds, and its snapshots share them: committed events and

@@ -14,9 +14,10 @@ import (
 // The binary encoding of a State, for checkpoints: a State saved as of an
 // offset and loaded again instead of folding the log up to it.
 //
-// Layout (version 1): the version byte, then the thread (id, metadata,
+// Layout (version 2): the version byte, then the thread (id, metadata,
 // created_at), the time of the last event, the offset, the status of the
-// last run to finish; the runs in creation order; the messages in creation
+// last run to finish, the thread's state (a byte string, nil for null);
+// the runs in creation order; the messages in creation
 // order, each with what the machine knows of it and its content; the ends
 // (offsets at which runs and messages finished), sorted by key. Strings
 // and byte strings are a uvarint length and the bytes; a byte string that
@@ -32,7 +33,7 @@ import (
 // or of what a State holds, takes a new version: a decoder refuses
 // versions it does not know (ErrStateVersion), and its caller folds the
 // log instead.
-const stateVersion = 1
+const stateVersion = 2
 
 // MarshalBinary encodes the State (see AppendBinary).
 func (s *State) MarshalBinary() ([]byte, error) {
@@ -53,6 +54,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 	b = appendTime(b, s.updated)
 	b = appendString(b, string(s.offset))
 	b = appendString(b, string(m.th.last))
+	b = appendBytes(b, m.state)
 
 	b = binary.AppendUvarint(b, uint64(len(m.order)))
 	for _, id := range m.order {
@@ -109,7 +111,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 
 // encodedSizeHint is a guess of the encoding's size, to allocate once.
 func (s *State) encodedSizeHint() int {
-	n := 256 + 256*len(s.m.order) + 96*len(s.ends)
+	n := 256 + len(s.m.state) + 256*len(s.m.order) + 96*len(s.ends)
 	for _, c := range s.msgs {
 		n += 96 + len(c.meta)
 		for i := range c.parts {
@@ -192,10 +194,10 @@ func DecodeState(data []byte) (*State, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrStateCorrupt)
 	}
-	if data[0] != stateVersion {
+	if data[0] != stateVersion && data[0] != 1 {
 		return nil, fmt.Errorf("%w: version %d", ErrStateVersion, data[0])
 	}
-	d := &decoder{b: data[1:]}
+	d := &decoder{b: data[1:], version: data[0]}
 	s := d.state()
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateCorrupt, d.err)
@@ -209,8 +211,9 @@ func DecodeState(data []byte) (*State, error) {
 // decoder reads an encoding; the first error sticks and every later read
 // returns zero values, so that the decoding code reads straight through.
 type decoder struct {
-	b   []byte
-	err error
+	b       []byte
+	err     error
+	version byte
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -347,6 +350,13 @@ func (d *decoder) state() *State {
 	s.offset = d.offset()
 	m := s.m
 	m.th.last = tether.RunStatus(d.string())
+	if d.version >= 2 {
+		m.state = d.json()
+		if isNull(m.state) && m.state != nil {
+			d.fail("a null state is encoded as nil")
+			return nil
+		}
+	}
 
 	for range d.count(8) {
 		r := d.run()

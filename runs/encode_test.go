@@ -156,13 +156,49 @@ func TestDecodedStateSharesNothingWritable(t *testing.T) {
 	}
 }
 
+// A checkpoint of version 1, written before threads had state, is read
+// as a state that is null: version 2 without it.
+func TestDecodeStateVersion1(t *testing.T) {
+	for name, s := range vectorStates(t) {
+		if s.m.state != nil {
+			continue
+		}
+		enc, err := s.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Version 2 writes the null state as one 0 byte right after the
+		// status of the last run to finish; version 1 has nothing there.
+		pre := []byte{stateVersion}
+		pre = appendString(pre, s.thread.ID)
+		pre = appendBytes(pre, s.thread.Metadata)
+		pre = appendTime(pre, s.thread.CreatedAt)
+		pre = appendTime(pre, s.updated)
+		pre = appendString(pre, string(s.offset))
+		pre = appendString(pre, string(s.m.th.last))
+		if !bytes.HasPrefix(enc, pre) || enc[len(pre)] != 0 {
+			t.Fatalf("%s: the encoding does not start as expected", name)
+		}
+		v1 := append([]byte{1}, enc[1:len(pre)]...)
+		v1 = append(v1, enc[len(pre)+1:]...)
+		d, err := DecodeState(v1)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sameState(t, name, d, s)
+		if again, _ := d.MarshalBinary(); !bytes.Equal(again, enc) {
+			t.Fatalf("%s: a version 1 state encodes differently as version 2", name)
+		}
+	}
+}
+
 func TestDecodeStateRejects(t *testing.T) {
 	s := vectorStates(t)["03_tool_calls.json"]
 	enc, err := s.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []byte{0, 2, 255} {
+	for _, v := range []byte{0, 3, 255} {
 		bad := append([]byte{v}, enc[1:]...)
 		if _, err := DecodeState(bad); !errors.Is(err, ErrStateVersion) {
 			t.Errorf("version %d: %v, want ErrStateVersion", v, err)
@@ -255,7 +291,7 @@ func TestStateEncodingFields(t *testing.T) {
 		fields int
 	}{
 		{tether.Run{}, 15}, {tether.InputMessage{}, 4}, {tether.Request{}, 3}, {tether.ErrorInfo{}, 2},
-		{State{}, 9}, {Machine{}, 6}, {runState{}, 2}, {msgState{}, 7}, {toolState{}, 2}, {threadState{}, 4},
+		{State{}, 9}, {Machine{}, 7}, {runState{}, 2}, {msgState{}, 7}, {toolState{}, 2}, {threadState{}, 4},
 		{content{}, 3}, {part{}, 3}, {extra{}, 7},
 	} {
 		typ := reflect.TypeOf(c.v)

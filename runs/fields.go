@@ -30,6 +30,8 @@ const (
 	fAttempt
 	fRequestID
 	fValue
+	fState
+	fPatch
 	numFields = iota
 )
 
@@ -37,6 +39,7 @@ const (
 var fieldNames = [numFields]string{
 	"message_id", "role", "metadata", "delta", "call_id", "name", "input", "output", "error",
 	"status", "request", "data", "run", "message", "worker_id", "attempt", "request_id", "value",
+	"state", "patch",
 }
 
 func fieldsOf(e *tether.Event) field {
@@ -64,6 +67,8 @@ func fieldsOf(e *tether.Event) field {
 	set(e.Attempt != 0, fAttempt)
 	set(e.RequestID != "", fRequestID)
 	set(len(e.Value) > 0, fValue)
+	set(len(e.State) > 0, fState)
+	set(len(e.Patch) > 0, fPatch)
 	return f
 }
 
@@ -99,6 +104,10 @@ func allowedFields(typ string) (field, bool) {
 		return fRequestID | fValue, true
 	case tether.EventCustom:
 		return fName | fData, true
+	case tether.EventStateSnapshot:
+		return fState, true
+	case tether.EventStateDelta:
+		return fPatch, true
 	case tether.EventRunCancelRequested:
 		return 0, true
 	case tether.EventRunFinished:

@@ -70,7 +70,7 @@ func randomEvents(rng *rand.Rand, n int) []*tether.Event {
 	for i := range evs {
 		r := run()
 		var e *tether.Event
-		switch rng.IntN(16) {
+		switch rng.IntN(18) {
 		case 0:
 			e = runCreated(r)
 		case 1:
@@ -103,6 +103,12 @@ func randomEvents(rng *rand.Rand, n int) []*tether.Event {
 			e = msgCreated(r, msg(), tether.RoleUser, "hi")
 		case 14:
 			e = cancelRequested(r)
+		case 15:
+			e = &tether.Event{Type: tether.EventStateSnapshot, RunID: r, State: json.RawMessage(pick(`null`, `{"n":[]}`, `"s"`))}
+		case 16:
+			e = &tether.Event{Type: tether.EventStateDelta, RunID: r, Patch: json.RawMessage(pick(
+				`[{"op":"add","path":"/n/-","value":1}]`, `[{"op":"remove","path":"/n/0"}]`,
+				`[{"op":"replace","path":"","value":{"n":[2]}}]`, `[{"op":"test","path":"/n","value":[]}]`, `{}`))}
 		default:
 			e = runFinished(r, tether.RunStatus(pick("done", "error", "cancelled", "aborted")))
 		}

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"encoding/json"
 	"slices"
 
 	tether "github.com/tetherhq/tether"
@@ -18,6 +19,10 @@ type Machine struct {
 	order    []string // run ids in creation order
 	msgs     map[string]*msgState
 	th       threadState
+	// state is the thread's state (state.snapshot, state.delta), nil
+	// while null. It is replaced, never modified in place, so clones and
+	// snapshots share it.
+	state json.RawMessage
 	// version counts changes, so that a Tx begun before another change
 	// (which its overlay does not see) cannot be committed over it.
 	version uint64
@@ -121,6 +126,7 @@ func (m *Machine) Clone() *Machine {
 		order:    slices.Clone(m.order),
 		msgs:     make(map[string]*msgState, len(m.msgs)),
 		th:       m.th,
+		state:    m.state,
 	}
 	rs := make([]runState, 0, len(m.runs))
 	for id, r := range m.runs {
@@ -163,6 +169,10 @@ func (m *Machine) Runs() []tether.Run {
 	}
 	return out
 }
+
+// State returns the thread's state, nil while it is null. It is shared:
+// never modify it.
+func (m *Machine) State() json.RawMessage { return m.state }
 
 // ActiveRun returns the running or waiting run, if there is one.
 func (m *Machine) ActiveRun() (tether.Run, bool) {

@@ -117,6 +117,18 @@ func (m *Machine) checkShape(e *tether.Event) error {
 			return required("name", e.Type)
 		}
 		return checkJSON(e.Data, "data", e.Type)
+	case tether.EventStateSnapshot:
+		if len(e.State) == 0 {
+			return required("state", e.Type)
+		}
+		return checkJSON(e.State, "state", e.Type)
+	case tether.EventStateDelta:
+		if len(e.Patch) == 0 {
+			return required("patch", e.Type)
+		}
+		if _, err := parsePatch(e.Patch); err != nil {
+			return badRequest("field %q of %s is not a JSON Patch (RFC 6902): %v", "patch", e.Type, err)
+		}
 	case tether.EventRunFinished:
 		if e.Status == "" {
 			return required("status", e.Type)

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"encoding/json"
 	"slices"
 
 	tether "github.com/tetherhq/tether"
@@ -25,6 +26,9 @@ type Tx struct {
 	created []string // runs created, in order
 	th      *threadState
 	own     threadState
+	// state is the thread's state after the Tx, if stateSet.
+	state    json.RawMessage
+	stateSet bool
 }
 
 // Apply checks e against the state including the earlier events of the Tx
@@ -77,6 +81,8 @@ func (tx *Tx) Apply(e *tether.Event) error {
 		err = tx.runWaiting(e, r)
 	case tether.EventRunInput:
 		err = tx.runInput(e, r)
+	case tether.EventStateSnapshot, tether.EventStateDelta:
+		err = tx.stateEvent(e, r)
 	case tether.EventRunCancelRequested:
 		if r.run.CancelRequestedAt.IsZero() {
 			tx.ownRun(e.RunID, r).run.CancelRequestedAt = e.TS
@@ -110,6 +116,9 @@ func (tx *Tx) Commit() {
 		m.msgs[id] = s
 	}
 	m.th = tx.own
+	if tx.stateSet {
+		m.state = tx.state
+	}
 	m.version++
 	tx.done = true
 }
@@ -149,6 +158,15 @@ func (tx *Tx) Message(id string) (MessageInfo, bool) {
 		return MessageInfo{}, false
 	}
 	return s.info(id), true
+}
+
+// State returns the thread's state as it will be after Commit, nil while
+// it is null. It is shared: never modify it.
+func (tx *Tx) State() json.RawMessage {
+	if tx.stateSet {
+		return tx.state
+	}
+	return tx.m.state
 }
 
 // ThreadStatus returns the thread status as it will be after Commit.
@@ -453,6 +471,34 @@ func (tx *Tx) runInput(e *tether.Event, r *runState) error {
 	r = tx.ownRun(e.RunID, r)
 	r.run.Status, r.run.Request = tether.RunRunning, nil
 	tx.th.waiting = false
+	return nil
+}
+
+// stateEvent applies state.snapshot and state.delta: the state is the
+// thread's, but only a run that is running or waiting may change it.
+func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
+	if !r.run.Status.Active() {
+		return conflict("run %s has not started", e.RunID)
+	}
+	var next json.RawMessage
+	if e.Type == tether.EventStateSnapshot {
+		if !isNull(e.State) {
+			next = e.State
+		}
+	} else {
+		ops, err := parsePatch(e.Patch)
+		if err != nil { // unreachable: checkShape parsed it
+			return badRequest("field %q of %s is not a JSON Patch (RFC 6902): %v", "patch", e.Type, err)
+		}
+		if next, err = applyPatch(tx.State(), ops); err != nil {
+			return conflict("the patch of %s does not apply to the thread's state: %v", e.Type, err)
+		}
+	}
+	if tx.direct {
+		tx.m.state = next
+	} else {
+		tx.state, tx.stateSet = next, true
+	}
 	return nil
 }
 

@@ -166,6 +166,7 @@ func (r *Runner) execute(c *engine.Claim) {
 	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
+	s.State = c.State
 	err = agents.Call(ctx, r.agents[run.Agent], s)
 	cause := context.Cause(ctx)
 	if err != nil && cause == nil {

@@ -205,3 +205,34 @@ func TestShutdownAbortsAfterGrace(t *testing.T) {
 		t.Fatalf("run after shutdown: %+v", r)
 	}
 }
+
+// An in-process agent reads the thread's state as of its claim and
+// changes it; the next run of the thread sees the change.
+func TestSessionState(t *testing.T) {
+	seen := make(chan string, 2)
+	agent := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		seen <- string(s.State)
+		if s.State == nil {
+			return s.SetState(ctx, map[string]any{"runs": []int{1}})
+		}
+		return s.PatchState(ctx, []map[string]any{{"op": "add", "path": "/runs/-", "value": 2}})
+	})
+	e, _ := world(t, map[string]agents.Agent{"graph": agent}, engine.Options{})
+	run := start(t, e, "graph", `{}`)
+	waitStatus(t, e, run.ID, tether.RunDone)
+	rc, err := e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "graph"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, e, rc.Run.ID, tether.RunDone)
+	if a, b := <-seen, <-seen; a != "" || b != `{"runs":[1]}` {
+		t.Fatalf("the runs saw %q then %q", a, b)
+	}
+	snap, err := e.Thread(context.Background(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(snap.State) != `{"runs":[1,2]}` {
+		t.Fatalf("state %s", snap.State)
+	}
+}

@@ -5,6 +5,8 @@ export { TetherError } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export { LiveRun, LiveThread } from './live.js';
 export type { FollowOptions } from './live.js';
+export { applyPatch, parsePatch, PatchConflict } from './jsonpatch.js';
+export type { PatchOperation } from './jsonpatch.js';
 export { mergePatch } from './mergepatch.js';
 export { Reducer, reduce } from './reducer.js';
 export type { ThreadInit } from './reducer.js';

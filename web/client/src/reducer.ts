@@ -1,6 +1,7 @@
 // The client's fold of a thread's log, the same as the server's (runs/
 // package): the golden vectors of runs/testdata run against both.
 
+import { applyPatch, parsePatch, PatchConflict } from './jsonpatch.js';
 import { mergePatch } from './mergepatch.js';
 import type {
   FinalAnswer,
@@ -88,6 +89,8 @@ export class Reducer {
   private waiting = false;
   private pending: string[] = [];
   private last: RunStatus | '' = '';
+  // The thread's state (state.snapshot, state.delta); null while unset.
+  private _state: JSONValue = null;
   private cached: Snapshot | undefined;
   private version = 0;
 
@@ -118,6 +121,7 @@ export class Reducer {
     const r = new Reducer(snapshot.thread);
     r.updated = snapshot.thread.updated_at;
     r._offset = snapshot.offset || '-1';
+    r._state = snapshot.state ?? null;
     for (const run of snapshot.runs) {
       r.runs.set(run.id, { run, running: [] });
       r.runOrder.push(run.id);
@@ -161,6 +165,11 @@ export class Reducer {
   /** Counts the changes, so that callers can tell cheaply whether anything changed. */
   get changes(): number {
     return this.version;
+  }
+
+  /** The thread's state: `null` until a run sets it (protocol §3, `state.snapshot`, `state.delta`). */
+  get state(): JSONValue {
+    return this._state;
   }
 
   /** The run with this id, if the reducer holds it. */
@@ -222,6 +231,7 @@ export class Reducer {
       messages: this.msgOrder.map((id) => this.msgs.get(id)!),
       offset: this._offset,
     };
+    if (this._state !== null) this.cached.state = this._state;
     return this.cached;
   }
 
@@ -394,11 +404,36 @@ export class Reducer {
       case 'run.finished':
         this.runFinished(e, rs);
         break;
+      case 'state.snapshot':
+      case 'state.delta':
+        rej = this.stateEvent(e, run);
+        break;
       case 'custom':
         break;
     }
     if (rej) return rej;
     this.setRun(e.run_id, { last_update_at: e.ts });
+    return undefined;
+  }
+
+  // stateEvent sets or patches the thread's state; only a run that is
+  // running or waiting may change it. A refused patch changes nothing.
+  private stateEvent(e: TetherEvent, run: Run): Rejection | undefined {
+    if (run.status !== 'running' && run.status !== 'waiting') return conflict(`run ${e.run_id} has not started`);
+    if (e.type === 'state.snapshot') {
+      this._state = e.state ?? null;
+      return undefined;
+    }
+    const ops = parsePatch(e.patch);
+    if (typeof ops === 'string') return bad(`field "patch" of ${e.type} is not a JSON Patch (RFC 6902): ${ops}`);
+    try {
+      this._state = applyPatch(this._state, ops);
+    } catch (err) {
+      if (err instanceof PatchConflict) {
+        return conflict(`the patch of ${e.type} does not apply to the thread's state: ${err.message}`);
+      }
+      throw err;
+    }
     return undefined;
   }
 

@@ -166,6 +166,11 @@ export interface Snapshot {
   runs: Run[];
   messages: Message[];
   offset: Offset;
+  /**
+   * The thread's state (`state.snapshot` and `state.delta` events, §3):
+   * absent while it is null (never set, or set to null).
+   */
+  state?: JSONValue;
   /** The cursor could not be placed: the client must replace its state. */
   reset?: boolean;
 }
@@ -186,6 +191,8 @@ export type EventType =
   | 'run.waiting'
   | 'run.input'
   | 'custom'
+  | 'state.snapshot'
+  | 'state.delta'
   | 'run.cancel_requested'
   | 'run.finished';
 
@@ -217,6 +224,10 @@ export interface TetherEvent {
   attempt?: number;
   request_id?: string;
   value?: JSONValue;
+  /** `state.snapshot`: the thread's new state (any JSON value). */
+  state?: JSONValue;
+  /** `state.delta`: an RFC 6902 JSON Patch applied to the thread's state. */
+  patch?: JSONValue;
 }
 
 /** The answer of GET /v1/threads/{tid}/final-answer. */

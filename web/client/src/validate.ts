@@ -2,6 +2,7 @@
 // must and may carry and their form (runs/shape.go and runs/fields.go on
 // the server). Every failure is bad_request.
 
+import { parsePatch } from './jsonpatch.js';
 import type { TetherEvent } from './types.js';
 
 /** Why the reducer refused an event, with the server's codes. */
@@ -57,6 +58,8 @@ const FIELDS: Record<string, Presence> = {
   attempt: 'num',
   request_id: 'str',
   value: 'raw',
+  state: 'raw',
+  patch: 'raw',
 };
 
 const ALLOWED: Record<string, string[]> = {
@@ -74,6 +77,8 @@ const ALLOWED: Record<string, string[]> = {
   'run.waiting': ['request'],
   'run.input': ['request_id', 'value'],
   custom: ['name', 'data'],
+  'state.snapshot': ['state'],
+  'state.delta': ['patch'],
   'run.cancel_requested': [],
   'run.finished': ['status', 'error'],
 };
@@ -189,6 +194,13 @@ export function checkShape(e: TetherEvent, threadId: string): Rejection | undefi
       return checkId(e.request_id, 'request_id', typ);
     case 'custom':
       return has(e, 'name') ? undefined : required('name', typ);
+    case 'state.snapshot':
+      return has(e, 'state') ? undefined : required('state', typ);
+    case 'state.delta': {
+      if (!has(e, 'patch')) return required('patch', typ);
+      const ops = parsePatch(e.patch);
+      return typeof ops === 'string' ? bad(`field "patch" of ${typ} is not a JSON Patch (RFC 6902): ${ops}`) : undefined;
+    }
     case 'run.finished':
       if (!has(e, 'status')) return required('status', typ);
       if (!['done', 'error', 'cancelled', 'aborted'].includes(str(e.status))) {
