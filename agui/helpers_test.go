@@ -194,7 +194,15 @@ runs:
 				}
 				steps++
 			case 9:
-				l.add(&tether.Event{Type: tether.EventCustom, RunID: run, Name: "progress", Data: json.RawMessage(`{"pct":50}`)})
+				switch r.IntN(3) {
+				case 0:
+					l.add(&tether.Event{Type: tether.EventCustom, RunID: run, Name: "progress", Data: json.RawMessage(`{"pct":50}`)})
+				case 1:
+					l.add(&tether.Event{Type: tether.EventStateSnapshot, RunID: run, State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, r.IntN(9)))})
+				default:
+					// Refused while the state is not an object with n.
+					l.try(&tether.Event{Type: tether.EventStateDelta, RunID: run, Patch: json.RawMessage(fmt.Sprintf(`[{"op":"replace","path":"/n","value":%d}]`, r.IntN(9)))})
+				}
 			}
 		}
 		if r.IntN(3) > 0 {

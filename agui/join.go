@@ -9,7 +9,7 @@ import (
 // snap.Offset continue from it. Use it to serve what follows a change the
 // caller just made (an answer to a waiting run).
 func (p *Projector) Load(snap *tether.Snapshot) {
-	p.runs, p.msgs, p.order, p.seg = map[string]*runState{}, map[string]*msgState{}, nil, nil
+	p.runs, p.msgs, p.order, p.seg, p.held = map[string]*runState{}, map[string]*msgState{}, nil, nil, nil
 	for i := range snap.Runs {
 		r := &snap.Runs[i]
 		if r.Status.Terminal() || (p.opts.Run != "" && r.ID != p.opts.Run) {
@@ -70,7 +70,8 @@ func (p *Projector) Load(snap *tether.Snapshot) {
 // The prelude shows the run a client joins: the thread's current run
 // (running or waiting, else the latest; Options.Run if set). It is
 // RUN_STARTED, MESSAGES_SNAPSHOT with every message of the thread (the
-// running one as far as it got), then, by the run's status: running, a
+// running one as far as it got), STATE_SNAPSHOT with the thread's state
+// unless it is null, then, by the run's status: running, a
 // START for every construct open (text message, reasoning message, tool
 // call), and the run goes on; waiting, RUN_FINISHED with the interrupt;
 // ended, its RUN_FINISHED or RUN_ERROR. A run that has not started yet
@@ -87,6 +88,9 @@ func (p *Projector) Join(snap *tether.Snapshot) []Frame {
 	started := ev(RunStarted, "threadId", p.thread, "runId", aguiRunID(r))
 	p.emit(r.ID, started)
 	p.emit(r.ID, ev(MessagesSnapshot, "messages", Messages(snap.Messages)))
+	if len(snap.State) > 0 && string(snap.State) != "null" {
+		p.emit(r.ID, ev(StateSnapshot, "snapshot", snap.State))
+	}
 	switch {
 	case r.Status == tether.RunRunning:
 		p.reopen(r.ID)

@@ -27,6 +27,9 @@ type Projector struct {
 	// constructs open and close in a stable order.
 	order []string
 	seg   *segment // the AG-UI run open on the stream, if any
+	// held are changes of the thread's state made while no AG-UI run was
+	// open (a run that waits may change it): sent in the next one.
+	held []Event
 
 	out []Frame // frames of the event being projected
 	off tether.Offset
@@ -122,6 +125,10 @@ func (p *Projector) Event(e *tether.Event) []Frame {
 		p.messageCreated(e)
 	case tether.EventCustom:
 		p.custom(e)
+	case tether.EventStateSnapshot:
+		p.state(e.RunID, ev(StateSnapshot, "snapshot", nullable(e.State)))
+	case tether.EventStateDelta:
+		p.state(e.RunID, ev(StateDelta, "delta", nullable(e.Patch)))
 	default:
 		p.other(e)
 	}
@@ -182,7 +189,22 @@ func (p *Projector) startSegment(r *runState, withInput bool) {
 	}
 	r.input = nil
 	p.emit(r.id, started)
+	for _, e := range p.held {
+		p.emit(r.id, e)
+	}
+	p.held = nil
 	p.reopen(r.id)
+}
+
+// state sends a change of the thread's state (STATE_SNAPSHOT, STATE_DELTA)
+// in run's AG-UI run, or holds it for the next one if none is open.
+func (p *Projector) state(run string, e Event) {
+	switch {
+	case p.open(run):
+		p.emit(run, e)
+	case p.seg == nil:
+		p.held = append(p.held, e)
+	}
 }
 
 // reopen emits the STARTs of what run's running messages have open.
@@ -562,6 +584,15 @@ func (p *Projector) other(e *tether.Event) {
 		return
 	}
 	p.inSegment(e.RunID, ev(Custom, "name", "tether."+e.Type, "value", json.RawMessage(b)))
+}
+
+// nullable is a stored JSON value for a field AG-UI requires: null if
+// absent.
+func nullable(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return json.RawMessage("null")
+	}
+	return v
 }
 
 // reasoningID is the AG-UI id of the reasoning message made of part i of

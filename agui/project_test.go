@@ -327,3 +327,44 @@ func noSteps(frames []Frame) []Frame {
 	}
 	return out
 }
+
+func TestProjectState(t *testing.T) {
+	l := newLog(t, "t1")
+	l.createRun("r1", `{}`)
+	l.started("r1")
+	l.add(&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"n":1,"tags":[]}`)})
+	l.add(&tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: json.RawMessage(`[{"op":"replace","path":"/n","value":2}]`)})
+	l.wait("r1", "q1", "input", `"?"`)
+	// A change while the run waits has no AG-UI run to go in: it goes in
+	// the next one.
+	l.add(&tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: json.RawMessage(`[{"op":"add","path":"/tags/-","value":"x"}]`)})
+	l.input("r1", "q1", `"a"`)
+	l.add(&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`null`)}) // back to null
+	l.add(&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"n":3}`)})
+	l.finish("r1", tether.RunDone, "")
+	frames := l.project(Options{}, 0, false)
+	evs := verify(t, frames)
+	want := []string{"RUN_STARTED", "STATE_SNAPSHOT", "STATE_DELTA", "RUN_FINISHED interrupt",
+		"RUN_STARTED", "STATE_DELTA", "STATE_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED success"}
+	if got := types(frames); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v", got)
+	}
+	if !reflect.DeepEqual(evs[2]["delta"], []any{map[string]any{"op": "replace", "path": "/n", "value": float64(2)}}) || evs[6]["snapshot"] != nil {
+		t.Fatalf("state events %v %v", evs[2], evs[6])
+	}
+	if _, ok := evs[6]["snapshot"]; !ok {
+		t.Fatal("a null state is sent as snapshot: null")
+	}
+	// The prelude carries the state as of its snapshot.
+	for k, want := range map[int]string{len(l.events): `{"n":3}`, 4: `{"n":2,"tags":[]}`, 6: `{"n":2,"tags":["x"]}`} {
+		var got string
+		for _, f := range l.project(Options{}, k, true) {
+			if f.Prelude && f.Event.Type() == StateSnapshot {
+				got = string(f.Event["snapshot"].(json.RawMessage))
+			}
+		}
+		if got != want {
+			t.Errorf("prelude at %d: state %s, want %s", k, got, want)
+		}
+	}
+}
