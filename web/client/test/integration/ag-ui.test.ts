@@ -98,3 +98,33 @@ describe('AG-UI (real server)', () => {
     expect(wire.log.filter((l) => l.startsWith('GET') && l.includes('cut')).length).toBeGreaterThanOrEqual(3);
   });
 });
+
+describe('AG-UI thread state (real server, a worker)', () => {
+  it('STATE_SNAPSHOT and STATE_DELTA reach HttpAgent.state; a join brings the state in its prelude', async () => {
+    const tid = threadName('agui-state');
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    // The worker's agent name becomes known with a first claim.
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stateful'], wait_ms: 0 })).status).toBe(204);
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/stateful`, threadId: tid });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'plan my day' });
+    const running = agent.runAgent();
+    const claim = (await (await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stateful'], wait_ms: 10_000 })).json()) as { run: { id: string }; lease: { token: string } };
+    const append = async (events: unknown[]) => {
+      const res = await post(`/v1/runs/${claim.run.id}/events`, events, { 'Tether-Lease': claim.lease.token });
+      expect(res.status).toBe(200);
+    };
+    await append([{ type: 'state.snapshot', state: { todos: [] } }, { type: 'message.started', message_id: `m-${tid}`, role: 'assistant' }]);
+    await append([{ type: 'text.delta', message_id: `m-${tid}`, delta: 'Added.' }, { type: 'state.delta', patch: [{ op: 'add', path: '/todos/-', value: 'walk' }] }]);
+    await append([{ type: 'message.finished', message_id: `m-${tid}`, status: 'done' }, { type: 'run.finished', status: 'done' }]);
+    await running;
+    const server = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { state: unknown };
+    expect(server.state).toEqual({ todos: ['walk'] });
+    expect(agent.state).toEqual(server.state);
+
+    const joined = new TetherAgent({ url: `${url()}/v1/ag-ui/stateful`, threadId: tid });
+    await joined.connectAgent();
+    expect(joined.state).toEqual(server.state);
+    expect(lastAssistant(joined.messages)?.content).toBe('Added.');
+  });
+});
