@@ -155,6 +155,9 @@ const (
 	// it holds or held last: {rid} of the path, or, on the WebSocket, the
 	// run of each subscription (a worker may subscribe to nothing else).
 	accessRun
+	// accessAdmin: admin tokens only (the server's configuration, such as
+	// declared agents).
+	accessAdmin
 )
 
 // allows reports whether a role may call a route of this access, before
@@ -169,6 +172,8 @@ func (a access) allows(role Role) bool {
 		return role == RoleAdmin || role == RoleWorker
 	case accessRun:
 		return role == RoleAdmin || role == RoleClient || role == RoleWorker
+	case accessAdmin:
+		return role == RoleAdmin
 	}
 	return false
 }

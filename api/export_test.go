@@ -4,13 +4,13 @@ package api
 // role test.
 type RouteRule struct {
 	Pattern string
-	// Access is one of open, wake, client, worker, run.
+	// Access is one of open, wake, client, worker, run, admin.
 	Access string
 }
 
 // RouteTable returns the server's route table.
 func RouteTable(s *Server) []RouteRule {
-	names := map[access]string{accessOpen: "open", accessWake: "wake", accessClient: "client", accessWorker: "worker", accessRun: "run"}
+	names := map[access]string{accessOpen: "open", accessWake: "wake", accessClient: "client", accessWorker: "worker", accessRun: "run", accessAdmin: "admin"}
 	var out []RouteRule
 	for _, rt := range s.routes() {
 		out = append(out, RouteRule{rt.pattern, names[rt.access]})

@@ -39,6 +39,8 @@ func (d docRoute) access() string {
 		return "worker"
 	case [4]string{"yes", "yes", "its runs", "no"}:
 		return "run"
+	case [4]string{"yes", "no", "no", "no"}:
+		return "admin"
 	}
 	return fmt.Sprintf("no rule for %q", d.cells)
 }
@@ -185,7 +187,7 @@ func TestRouteRoles(t *testing.T) {
 			case r.method == "DELETE" && path == "/v1/stream/__ds/subscriptions/{id}":
 				path = "/v1/stream/__ds/subscriptions/" + victim("sub")
 			}
-			path = strings.NewReplacer("{tid}", "t1", "{rid}", held.Run.ID, "{path}", "s1", "{id}", "sub1").Replace(path)
+			path = strings.NewReplacer("{tid}", "t1", "{rid}", held.Run.ID, "{path}", "s1", "{id}", "sub1", "{name}", "declared").Replace(path)
 			status := v.callRoute(r.method, path, c.token)
 			if path == "/v1/ws" && status == http.StatusUpgradeRequired {
 				status = v.wsFollow(held.Run.ID, c.token)

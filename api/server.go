@@ -189,6 +189,16 @@ func (s *Server) routes() []route {
 		{pattern: "POST /v1/ag-ui/{agent}", access: accessClient, h: h(s.aguiRun)},
 		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, h: h(s.aguiThreadEvents)},
 		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, h: h(s.aguiRunEvents)},
+		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
+		// thread routes they stand for.
+		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/stream", access: accessClient, h: h(s.aisdkResume)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, h: h(s.aisdkMessages)},
+		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, h: h(s.aisdkStop)},
+
+		{pattern: "GET /v1/agents", access: accessClient, h: h(s.listAgents)},
+		{pattern: "PUT /v1/agents/{name}", access: accessAdmin, h: h(s.declareAgent)},
+		{pattern: "DELETE /v1/agents/{name}", access: accessAdmin, h: h(s.removeAgent)},
 
 		{pattern: "POST /v1/workers/claim", access: accessWorker, h: h(s.claim)},
 		{pattern: "POST /v1/runs/{rid}/events", access: accessWorker, h: h(s.appendEvents)},

@@ -41,7 +41,8 @@ func TestGoWorkerSurvivesServerKill(t *testing.T) {
 	testKillMidRun(t, s, w, tid, rid, prompt, true)
 }
 
-// TestPythonWorker runs examples/worker-python as a process: a run
+// TestPythonWorker runs examples/worker-python/stdlib_worker.py (the
+// porting reference, standard library only) as a process: a run
 // completes with the expected answer; a run that asks for input gets it;
 // and a run survives a kill -9 of the server, like with the Go worker.
 func TestPythonWorker(t *testing.T) {
@@ -49,9 +50,9 @@ func TestPythonWorker(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 is not installed: the Python worker example is not tested")
 	}
-	checkExampleSource(t, "../examples/worker-python/worker.py")
+	checkExampleSource(t, "../examples/worker-python/stdlib_worker.py")
 	s := start(t, "")
-	w := startWorker(t, "python worker", py, "../examples/worker-python/worker.py", "--server", s.URL, "--delay", "0.04", "--id", "e2e-py-worker")
+	w := startWorker(t, "python worker", py, "../examples/worker-python/stdlib_worker.py", "--server", s.URL, "--delay", "0.04", "--id", "e2e-py-worker")
 	tid := s.createThread(t)
 
 	const prompt = "Hello from the test"

@@ -51,9 +51,17 @@ type Options struct {
 	CheckpointMaxBytes int
 	// AcceptAgent reports whether runs may be created for an agent name
 	// (in-process agents, and names configured for remote workers). Names
-	// that a worker asked for in the last ten minutes are accepted too.
+	// that a worker asked for in the last ten minutes are accepted too, and
+	// so are Declared names and those declared with DeclareAgent.
 	// Defaults to accepting every name.
 	AcceptAgent func(name string) bool
+	// InProcess names the agents this node runs itself, for Agents to
+	// list. Defaults to none.
+	InProcess []string
+	// Declared are agent names the server's configuration declares
+	// (tether serve --agents): runs of them are always accepted, and
+	// RemoveAgent cannot remove them. Defaults to none.
+	Declared []string
 	// Hub configures the fan-out.
 	Hub hub.Options
 	// Logger defaults to slog.Default().
@@ -127,6 +135,7 @@ type Engine struct {
 	agentsMu sync.Mutex
 	seen     map[string]time.Time // agent name → when a worker last asked for it
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
+	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
 	started  atomic.Bool
 	closing  chan struct{}
@@ -150,6 +159,7 @@ func New(st store.Store, opts Options) *Engine {
 		ckptQueue: make(chan *thread, 256),
 		seen:      make(map[string]time.Time),
 		shared:    make(map[string]time.Time),
+		declared:  make(map[string]time.Time),
 		closing:   make(chan struct{}),
 	}
 	e.hub = hub.New(st.ReadEvents, opts.Hub)
@@ -211,13 +221,14 @@ func (e *Engine) now() tether.Time { return tether.At(e.opts.Now()) }
 const seenWindow = 10 * time.Minute
 
 // KnownAgent reports whether runs may be created for an agent: it is
-// accepted by Options.AcceptAgent, or a worker asked for it recently, on
-// this node or, on a store shared by several nodes, on any node.
+// accepted by Options.AcceptAgent, it is declared (Options.Declared,
+// DeclareAgent), or a worker asked for it recently, on this node or, on a
+// store shared by several nodes, on any node.
 func (e *Engine) KnownAgent(ctx context.Context, name string) bool {
 	if name == "" {
 		return false
 	}
-	if e.opts.AcceptAgent(name) {
+	if e.opts.AcceptAgent(name) || e.isDeclared(ctx, name) {
 		return true
 	}
 	now := e.opts.Now()

@@ -299,6 +299,22 @@ type ThreadRunReader interface {
 	ThreadRun(ctx context.Context, threadID, runID string) (*RunRecord, error)
 }
 
+// AgentRegistry is implemented by stores that keep the agent names an
+// operator declared (PUT /v1/agents/{name}): runs of a declared name are
+// accepted before any worker asked for it, after a restart too, and on a
+// store shared by several nodes, through every node.
+type AgentRegistry interface {
+	// DeclareAgent records a declared name. It reports whether the name
+	// was new; declaring a name again keeps its first time.
+	DeclareAgent(ctx context.Context, name string, at time.Time) (created bool, err error)
+	// RemoveAgent removes a declaration, or returns ErrNotFound.
+	RemoveAgent(ctx context.Context, name string) error
+	// DeclaredAgent returns when a name was declared, or ErrNotFound.
+	DeclaredAgent(ctx context.Context, name string) (time.Time, error)
+	// DeclaredAgents returns every declared name and when it was declared.
+	DeclaredAgents(ctx context.Context) (map[string]time.Time, error)
+}
+
 // AgentDirectory is implemented by stores that several nodes share: it
 // tells every node the agent names workers asked for on any node, so that
 // a run of a worker's agent may be created through a node the worker does

@@ -9,12 +9,14 @@
 //
 // The shape and pace are set per run in the run's metadata:
 //
-//	{"demo": {"tokens": 80, "delay_ms": 30, "reasoning": true, "tool": true, "ask": false, "fail": false}}
+//	{"demo": {"tokens": 80, "delay_ms": 30, "reasoning": true, "tool": true, "ask": false, "fail": false, "seed": 7}}
 //
-// tokens is the number of text.delta events; delay_ms the pause before each
-// event; ask makes the run wait for input (it continues after
-// POST /v1/runs/{id}/input); fail ends the run with an error halfway
-// through the text.
+// tokens is the number of text.delta events (one word each: the answer is
+// exactly that many words of complete sentences, none repeated, ending
+// with a full stop); delay_ms the pause before each event; ask makes the
+// run wait for input (it continues after POST /v1/runs/{id}/input); fail
+// ends the run with an error halfway through the text; seed picks the
+// sentences (by default the prompt does).
 //
 // # Caveats
 //
@@ -46,6 +48,8 @@ type Options struct {
 	Tool      *bool `json:"tool"`
 	Ask       bool  `json:"ask"`
 	Fail      bool  `json:"fail"`
+	// Seed picks the sentences; by default it comes from the prompt.
+	Seed *uint64 `json:"seed"`
 }
 
 // Defaults for Options.
@@ -198,24 +202,29 @@ type Transcript struct {
 	Text       []string
 }
 
-// Script returns what the demo agent streams for a prompt: deterministic.
+// Script returns what the demo agent streams for a prompt: deterministic
+// for a prompt and options (the seed, if set, else the prompt, picks the
+// sentences). The text is exactly o.Tokens words of complete sentences,
+// none twice; the reasoning, o.Tokens/4 words (at least one) likewise.
 func Script(prompt string, o Options) Transcript {
 	h := fnv.New64a()
 	h.Write([]byte(prompt))
-	rng := rand.New(rand.NewPCG(h.Sum64(), 0x7e7e))
-	topic := strings.TrimSpace(prompt)
+	seed := h.Sum64()
+	if o.Seed != nil {
+		seed = *o.Seed
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7e7e))
+	topic := strings.Join(strings.Fields(prompt), " ")
 	if topic == "" {
 		topic = "your question"
 	}
 	if len(topic) > 60 {
-		topic = topic[:60] + "…"
+		topic = shortTopic(topic)
 	}
 	var sc Transcript
 	if o.reasoning() {
-		n := max(o.Tokens/4, 1)
-		src := strings.Fields(fmt.Sprintf("The user asks about %s. I should look it up first, then answer step by step and keep it short.", quote(topic)))
-		for i := 0; i < n; i++ {
-			w := src[i%len(src)]
+		lead := strings.Fields(fmt.Sprintf("The user asks about %s.", quote(topic)))
+		for _, w := range newWriter(reasoningVoice, rng).fill(max(o.Tokens/4, 1), lead) {
 			sc.Reasoning = append(sc.Reasoning, w+" ")
 		}
 	}
@@ -233,25 +242,18 @@ func Script(prompt string, o Options) Transcript {
 			{"title": "Notes on " + topic, "url": "https://example.com/notes"},
 		}}
 	}
-	opening := strings.Fields(fmt.Sprintf("Here is what I found about %s.", quote(topic)))
-	for len(sc.Text) < o.Tokens {
-		if len(sc.Text) < len(opening) {
-			sc.Text = append(sc.Text, opening[len(sc.Text)])
-			continue
-		}
-		sentence := strings.Fields(corpus[rng.IntN(len(corpus))])
-		for _, w := range sentence {
-			if len(sc.Text) == o.Tokens {
-				break
-			}
-			sc.Text = append(sc.Text, w)
-		}
-	}
-	// End on a full stop, however the words fell.
-	if n := len(sc.Text); n > 0 && !strings.HasSuffix(sc.Text[n-1], ".") {
-		sc.Text[n-1] = strings.TrimRight(sc.Text[n-1], ",;:") + "."
-	}
+	lead := strings.Fields(fmt.Sprintf("Here is what I found about %s.", quote(topic)))
+	sc.Text = newWriter(answerVoice, rng).fill(o.Tokens, lead)
 	return sc
+}
+
+// shortTopic cuts a long prompt at a word boundary, about 60 bytes.
+func shortTopic(t string) string {
+	cut := t[:60]
+	if i := strings.LastIndexByte(cut, ' '); i > 20 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, ",;:.!? ") + "…"
 }
 
 func quote(s string) string { return "\u201c" + s + "\u201d" }
@@ -270,19 +272,4 @@ func answerText(v json.RawMessage) string {
 		}
 	}
 	return strings.TrimSpace(string(v))
-}
-
-var corpus = []string{
-	"The short answer is that it depends on how the parts fit together.",
-	"Two sources agree on the main points and differ on the details.",
-	"A durable log keeps every step, so nothing is lost when a connection drops.",
-	"The first step is to name the problem precisely.",
-	"Most of the cost comes from a few places that are easy to measure.",
-	"It helps to compare the options side by side before choosing one.",
-	"In practice the simplest design that handles failure well tends to win.",
-	"One caveat is that the numbers change with the size of the input.",
-	"The overview covers the basics and the notes go deeper into trade-offs.",
-	"A good next step is to try it on a small example and watch what happens.",
-	"Each part can be tested on its own, which keeps surprises small.",
-	"The evidence points one way, though a careful reader will check it.",
 }

@@ -65,3 +65,69 @@ func TestScriptEndsOnAFullStop(t *testing.T) {
 		}
 	}
 }
+
+// sentences splits words into sentences at the words that end one.
+func sentences(words []string) [][]string {
+	var out [][]string
+	var cur []string
+	for _, w := range words {
+		cur = append(cur, w)
+		if strings.HasSuffix(strings.TrimSpace(w), ".") {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	if cur != nil {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// dangling are words a complete sentence does not end on.
+var dangling = map[string]bool{"the": true, "a": true, "an": true, "on": true, "of": true, "to": true, "in": true, "that": true,
+	"is": true, "and": true, "or": true, "for": true, "with": true, "at": true, "by": true, "from": true, "as": true,
+	"which": true, "so": true, "depends": true}
+
+// The answers read as finished prose: complete sentences (a capital first,
+// a full stop last, no dangling last word), none said twice, in the text
+// and in the reasoning, whatever the length. ("…it depends on." and
+// repeated sentences made people think the demo was broken.)
+func TestSentencesAreCompleteAndNeverRepeat(t *testing.T) {
+	for _, prompt := range []string{"what is a durable stream?", "why", "", strings.Repeat("a very long question ", 10)} {
+		for _, n := range []int{1, 2, 3, 5, 9, 14, 15, 16, 17, 23, 40, 80, 81, 200, 1000, 5000} {
+			s := demo.Script(prompt, demo.Options{Tokens: n})
+			for part, words := range map[string][]string{"text": s.Text, "reasoning": s.Reasoning} {
+				seen := map[string]bool{}
+				for _, sent := range sentences(words) {
+					line := strings.TrimSpace(strings.Join(sent, " "))
+					first, last := []rune(line)[0], strings.TrimSuffix(strings.TrimSpace(sent[len(sent)-1]), ".")
+					if !strings.HasSuffix(line, ".") || !(first >= 'A' && first <= 'Z') || dangling[strings.ToLower(last)] {
+						t.Fatalf("%q, %d words, %s: incomplete sentence %q", prompt, n, part, line)
+					}
+					if seen[line] {
+						t.Fatalf("%q, %d words, %s: %q twice", prompt, n, part, line)
+					}
+					seen[line] = true
+				}
+			}
+			if len(s.Text) != n {
+				t.Fatalf("%d tokens: %d words", n, len(s.Text))
+			}
+		}
+	}
+}
+
+// A seed picks the sentences: the same seed gives the same answer, another
+// seed another.
+func TestSeed(t *testing.T) {
+	seed := func(v uint64) *uint64 { return &v }
+	o, err := demo.ParseOptions(json.RawMessage(`{"demo":{"tokens":60,"seed":7}}`))
+	if err != nil || o.Seed == nil || *o.Seed != 7 {
+		t.Fatalf("parse: %+v, %v", o, err)
+	}
+	a, b := demo.Script("q", o), demo.Script("q", demo.Options{Tokens: 60, Seed: seed(7)})
+	c := demo.Script("q", demo.Options{Tokens: 60, Seed: seed(8)})
+	if !reflect.DeepEqual(a, b) || reflect.DeepEqual(a.Text, c.Text) {
+		t.Fatal("a seed does not decide the text")
+	}
+}

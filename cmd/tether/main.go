@@ -3,8 +3,11 @@
 //	tether serve     run the server (embedded store, demo agent, web page)
 //	tether run       start a run on a server and print its answer as it streams
 //	tether tail      follow a thread's events
+//	tether threads   list threads with their status
+//	tether cancel    cancel a run
+//	tether answer    answer a run that waits for input
 //	tether bench     load-test a server
-//	tether version   print the version
+//	tether version   print the version (also tether --version, -v)
 //
 // Run "tether <command> -h" for a command's flags. Every flag has an
 // environment variable twin, shown in the help.
@@ -45,12 +48,18 @@ func commands() []command {
 		{"serve", "run the server", serveCmd},
 		{"run", "start a run and print its answer as it streams", runCmd},
 		{"tail", "follow a thread's events", tailCmd},
+		{"threads", "list threads with their status", threadsCmd},
+		{"cancel", "cancel a run", cancelCmd},
+		{"answer", "answer a run that waits for input", answerCmd},
 		{"bench", "load-test a server", benchCmd},
 		{"version", "print the version", versionCmd},
 	}
 }
 
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-v") {
+		return versionCmd(ctx, args[1:], env, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -82,5 +91,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "tether <command> -h" for the flags of a command.`)
+	fmt.Fprintln(w, `Run "tether <command> -h" for the flags of a command; "tether --version" for the version.`)
 }

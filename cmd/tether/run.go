@@ -50,7 +50,8 @@ func runCmd(ctx context.Context, args []string, env func(string) string, stdout,
 	c := client.New(*server, &client.Options{Token: *token})
 	tid := *threadID
 	if tid == "" {
-		th, err := c.CreateThread(ctx, "", nil)
+		// The title is what lists of threads show (tether threads, the page).
+		th, err := c.CreateThread(ctx, "", map[string]string{"title": titleOf(prompt)})
 		if err != nil {
 			return during("create a thread", err)
 		}
@@ -80,12 +81,14 @@ func runCmd(ctx context.Context, args []string, env func(string) string, stdout,
 	var last tether.Offset
 	var end *tether.Event
 	var followErr error
-	for u, err := range c.Subscribe(fctx, client.SubscribeRequest{ThreadID: tid, RunID: run.ID, After: tether.OffsetStart}) {
+	conn := &connNotes{note: p.note, cursor: func() tether.Offset { return last }}
+	for u, err := range c.Subscribe(fctx, client.SubscribeRequest{ThreadID: tid, RunID: run.ID, After: tether.OffsetStart, OnState: conn.onState}) {
 		if err != nil {
 			followErr = err
 			break
 		}
 		if u.Snapshot != nil {
+			last = u.Snapshot.Offset
 			p.snapshot(u.Snapshot)
 			continue
 		}
@@ -131,6 +134,16 @@ func runCmd(ctx context.Context, args []string, env func(string) string, stdout,
 		return fmt.Errorf("the stream of run %s ended while the run is %s", run.ID, r.Status)
 	}
 	return ended(run.ID, r.Status, r.Error)
+}
+
+// titleOf is a thread's title from its first prompt: one line, at most
+// about 60 bytes.
+func titleOf(prompt string) string {
+	t := strings.Join(strings.Fields(prompt), " ")
+	if len(t) > 60 {
+		t = shorten(t, 57)
+	}
+	return t
 }
 
 // parseInterspersed parses flags before, between and after the positional

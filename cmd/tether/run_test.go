@@ -220,7 +220,10 @@ func TestRunPrintsTheAnswer(t *testing.T) {
 	if out != "Here is the answer.\n" {
 		t.Errorf("stdout = %q", out)
 	}
-	wantErr := "run r1 on thread t1\n→ search {\"query\":\"hello\"}\n← done\n"
+	// The drop is told, with where the stream resumes.
+	wantErr := "run r1 on thread t1\n→ search {\"query\":\"hello\"}\n← done\n" +
+		"tether: lost the connection to the server; reconnecting (resuming after offset " + string(off(12)) + ")…\n" +
+		"tether: reconnected; resuming after offset " + string(off(12)) + "\n"
 	if errOut != wantErr {
 		t.Errorf("stderr = %q\nwant %q", errOut, wantErr)
 	}

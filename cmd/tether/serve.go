@@ -34,6 +34,7 @@ import (
 
 type serveConfig struct {
 	addr, data, token, keysFile, nodeID, agent, cors, logLevel, logFormat, debugAddr string
+	agents                                                                           string
 	allowedHosts                                                                     string
 	openaiBaseURL, openaiModel, openaiKey                                            string
 	storeURL, natsStream                                                             string
@@ -71,6 +72,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
+	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
 	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
 	fs.StringVar(&c.openaiModel, "openai-model", fs.envOr("TETHER_OPENAI_MODEL", ""), "model for the openai agent (runs may override it in metadata.openai.model) ($TETHER_OPENAI_MODEL)")
 	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser, writes included, or * ($TETHER_CORS_ORIGINS)")
@@ -148,7 +150,13 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := local[c.agent]; !ok {
+	declared := splitList(c.agents)
+	for _, n := range declared {
+		if len(n) > 255 {
+			return fmt.Errorf("--agents: %q is over 255 bytes", n[:32]+"…")
+		}
+	}
+	if _, ok := local[c.agent]; !ok && !slices.Contains(declared, c.agent) {
 		log.Warn("the default agent is not an in-process agent: runs that name no agent wait for a worker that asks for it",
 			"agent", c.agent, "in_process", strings.Join(slices.Sorted(maps.Keys(local)), ","))
 	}
@@ -156,6 +164,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		NodeID: c.nodeID, LeaseTTL: c.leaseTTL, SweepInterval: c.sweep, CancelGrace: c.cancelGrace,
 		MaxEventBytes: c.maxEvent, Logger: log,
 		AcceptAgent: func(name string) bool { _, ok := local[name]; return ok },
+		InProcess:   slices.Sorted(maps.Keys(local)), Declared: declared,
 	})
 	defer e.Close()
 	if err := e.Start(ctx); err != nil {

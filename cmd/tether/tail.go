@@ -35,12 +35,19 @@ func tailCmd(ctx context.Context, args []string, env func(string) string, stdout
 		return fmt.Errorf("--after: %s", strings.TrimPrefix(err.Error(), "bad_request: "))
 	}
 	c := client.New(*server, &client.Options{Token: *token})
-	for u, err := range c.Subscribe(ctx, client.SubscribeRequest{ThreadID: pos[0], After: cursor}) {
+	var last tether.Offset
+	conn := &connNotes{note: func(l string) { fmt.Fprintln(stderr, l) }, cursor: func() tether.Offset { return last }}
+	for u, err := range c.Subscribe(ctx, client.SubscribeRequest{ThreadID: pos[0], After: cursor, OnState: conn.onState}) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // Ctrl-C is how tail ends
 			}
 			return during("follow the thread", err)
+		}
+		if u.Snapshot != nil {
+			last = u.Snapshot.Offset
+		} else {
+			last = u.Event.Offset
 		}
 		var line []byte
 		switch {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -155,5 +156,40 @@ func TestTailUsage(t *testing.T) {
 	}
 	if _, _, err := tailUntil(t, 1, env, "--after", "x/y", "t1"); err == nil || !strings.Contains(err.Error(), "--after") {
 		t.Errorf("bad offset: err = %v", err)
+	}
+}
+
+// A tail whose server goes away says so at once, and says when it is back,
+// with the offset it resumes after; while the server answers 503 it keeps
+// trying without repeating itself.
+func TestTailSaysWhenItLosesTheServer(t *testing.T) {
+	evs := tailScript()
+	f := newFakeServer(t, func(n int, s *sse, r *http.Request) {
+		if n == 1 {
+			s.raw(fmt.Sprintf("event: snapshot\nid: %s\ndata: %s\n\n", off(2), tailSnapshot))
+			s.send(evs[2:4]...)
+			s.dropMidFrame(evs[4])
+		}
+		s.send(evs[4:]...)
+		<-r.Context().Done()
+	})
+	// The second and third tries find the server unavailable.
+	inner := f.Config.Handler
+	var tries atomic.Int32
+	f.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := tries.Add(1); n == 2 || n == 3 {
+			writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"starting"}}`)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	lines, errOut, err := tailUntil(t, 5, envOf("TETHER_SERVER", f.URL, "TETHER_FORMAT", "text"), "t1")
+	if err != nil || len(lines) != 5 {
+		t.Fatalf("%v: %q", err, lines)
+	}
+	want := "tether: lost the connection to the server; reconnecting (resuming after offset " + string(off(4)) + ")…\n" +
+		"tether: reconnected; resuming after offset " + string(off(4)) + "\n"
+	if errOut != want {
+		t.Errorf("stderr %q\nwant %q", errOut, want)
 	}
 }

@@ -21,6 +21,15 @@ func versionString() string {
 }
 
 func versionCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version (or tether --version, tether -v)", env, stderr)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tether version: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
 	fmt.Fprintln(stdout, "tether", versionString())
 	return nil
 }

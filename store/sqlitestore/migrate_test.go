@@ -12,8 +12,9 @@ import (
 	"github.com/tetherhq/tether/store/sqlitestore"
 )
 
-// A file of schema version 1 (leases without a key) opens: its runs read
-// with an empty KeyID, and new rows keep theirs.
+// A file of schema version 1 (leases without a key, no declared agents)
+// opens: its runs read with an empty KeyID, new rows keep theirs, and
+// agents can be declared.
 func TestMigrateLeaseKeyID(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tether.db")
@@ -40,7 +41,7 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE runs DROP COLUMN lease_key_id`, `PRAGMA user_version = 1`} {
+	for _, q := range []string{`ALTER TABLE runs DROP COLUMN lease_key_id`, `DROP TABLE agents`, `PRAGMA user_version = 1`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -62,6 +63,9 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	if again, err := s.Run(ctx, "r1"); err != nil || again.Lease.KeyID != "k1" {
 		t.Fatalf("after the migration: %+v, %v", again, err)
 	}
+	if _, err := s.DeclareAgent(ctx, "mine", time.Now()); err != nil { // version 3's table
+		t.Fatalf("declare an agent after the migration: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +75,7 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	}
 	defer db.Close()
 	var v int
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 2 {
-		t.Fatalf("user_version %d, %v; want 2", v, err)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 3 {
+		t.Fatalf("user_version %d, %v; want 3", v, err)
 	}
 }

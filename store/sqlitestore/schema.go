@@ -2,7 +2,7 @@ package sqlitestore
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a file with a
 // newer version rather than misread it.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // schema creates the tables of an empty file; every statement is idempotent
 // so that Open runs it unconditionally.
@@ -96,7 +96,16 @@ var schema = []string{
 		offset    TEXT NOT NULL,
 		data      BLOB NOT NULL
 	)`,
+
+	sqlCreateAgents,
 }
+
+// sqlCreateAgents holds the agent names an operator declared
+// (store.AgentRegistry), with when, in Unix milliseconds.
+const sqlCreateAgents = `CREATE TABLE IF NOT EXISTS agents (
+		name        TEXT PRIMARY KEY,
+		declared_at INTEGER NOT NULL
+	) WITHOUT ROWID`
 
 // migrations bring a file of an older version up to schemaVersion:
 // migrations[v] takes version v to v+1. A new file gets the schema above
@@ -105,6 +114,8 @@ var migrations = map[int][]string{
 	// Version 2: leases name the API key that claimed them. Rows of runs
 	// claimed before get '' (no key), which any worker key may use.
 	1: {`ALTER TABLE runs ADD COLUMN lease_key_id TEXT NOT NULL DEFAULT ''`},
+	// Version 3: declared agent names.
+	2: {sqlCreateAgents},
 }
 
 // activeRunsWhere must appear verbatim in the ActiveRuns query so that

@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"Producers", testProducers},
 		{"LeaseChecks", testLeaseChecks},
 		{"DeleteThread", testDeleteThread},
+		{"AgentRegistry", testAgentRegistry},
 		{"Reopen", testReopen},
 		{"Close", testClose},
 		{"CloseFinishesBatches", testCloseFinishesBatches},

@@ -33,6 +33,7 @@ export class Composer {
   private readonly summary = h('span', { class: 'options-summary', testid: 'options-summary' });
   private sending = false;
   private active = false;
+  private optionsEl!: HTMLDetailsElement;
 
   constructor(
     private readonly host: ComposerHost,
@@ -48,7 +49,7 @@ export class Composer {
     this.error.hidden = true;
     this.stopBtn.hidden = true;
 
-    const options = h(
+    const options = (this.optionsEl = h(
       'details',
       { class: 'options', testid: 'options' },
       h('summary', {}, icon('sliders'), h('span', {}, 'Options'), this.summary),
@@ -68,7 +69,7 @@ export class Composer {
         ),
         h('p', { class: 'options-hint' }, 'Words, delay and the checkboxes set the demo agent’s run (metadata.demo).'),
       ),
-    );
+    ));
     for (const el of [this.agent, this.tokens, this.delay, this.reasoning, this.tool, this.ask, this.fail]) {
       el.addEventListener('input', () => this.updateSummary());
     }
@@ -163,6 +164,9 @@ export class Composer {
       await this.host.send(text, this.options());
       this.text.value = '';
       this.autosize();
+      // The options stay as set, for the next message; the panel closes
+      // so that the answer has the room.
+      this.optionsEl.open = false;
     } catch (err) {
       this.showError(err instanceof Error ? err.message : String(err));
     } finally {

@@ -73,6 +73,25 @@ export function threadStatusLabel(s: ThreadStatus | string): string {
   }
 }
 
+/** A badge of the thread list: its text, and the status it is styled by (`data-status`). */
+export interface Badge {
+  label: string;
+  status: string;
+}
+
+/**
+ * A thread's badge in the list. A thread's status says `error` when its
+ * last run ended `error` or `aborted`, and `idle` when it ended `done` or
+ * `cancelled`; with the last run's status (when known) the badge says
+ * which: an aborted run (the server restarted, the worker was lost) is not
+ * an error of the agent, and a run the user stopped is not just idle.
+ */
+export function threadBadge(status: ThreadStatus | string, lastRun?: string): Badge {
+  if (status === 'error' && lastRun === 'aborted') return { label: 'aborted', status: 'aborted' };
+  if (status === 'idle' && lastRun === 'cancelled') return { label: 'stopped', status: 'cancelled' };
+  return { label: threadStatusLabel(status), status };
+}
+
 /** A short sentence for a run's state, shown under its messages. */
 export function runStatusText(run: Run): string {
   const took = duration(run.started_at ?? run.created_at, run.completed_at);
@@ -129,10 +148,41 @@ export function requestPrompt(payload: JSONValue | undefined): string {
   return prettyJSON(payload);
 }
 
-/** A title for a new thread from its first message. */
+/** A title for a new thread from its first message: plain text, one line, at most 60 characters. */
 export function titleFrom(text: string): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length > 60 ? `${one.slice(0, 57)}…` : one;
+  return plainTitle(text);
+}
+
+/**
+ * Text for a title: markdown markers dropped (a title is shown as plain
+ * text, where `**bold**` or a fence would show as is), one line, at most
+ * 60 characters.
+ */
+export function plainTitle(text: string): string {
+  const one = text
+    .replace(/```[^\n]*\n?/g, ' ')
+    .replace(/!?\[([^\]\n]*)\]\([^)\n]*\)/g, '$1')
+    .replace(/`([^`\n]*)`/g, '$1')
+    .replace(/\*\*([^*\n]+)\*\*/g, '$1')
+    .replace(/(^|[^\w])__([^_\n]+)__(?!\w)/g, '$1$2')
+    .replace(/(^|[^*\w])\*([^*\s][^*\n]*?)\*(?![*\w])/g, '$1$2')
+    .replace(/(^|[^\w])_([^_\s][^_\n]*?)_(?!\w)/g, '$1$2')
+    .replace(/~~([^~\n]+)~~/g, '$1')
+    .replace(/^[ \t]{0,3}(#{1,6}[ \t]+|>[ \t]?|[-*+][ \t]+|\d+[.)][ \t]+)/gm, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return one.length > 60 ? `${one.slice(0, 57).trimEnd()}…` : one;
+}
+
+/** The text of the first user message, if any: what a thread is about. */
+export function firstUserText(messages: readonly { role: string; parts: readonly { type: string; text?: string }[] }[]): string | undefined {
+  const m = messages.find((x) => x.role === 'user');
+  if (!m) return undefined;
+  const text = m.parts
+    .filter((p) => p.type === 'text')
+    .map((p) => p.text ?? '')
+    .join('');
+  return text.trim() ? text : undefined;
 }
 
 /**

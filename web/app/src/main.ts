@@ -7,7 +7,7 @@ import { askForToken, authReason, getToken } from './auth.js';
 import { ChatView, isAuthError } from './chat.js';
 import { Composer } from './composer.js';
 import { h, icon, setData, setText } from './dom.js';
-import { optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
+import { firstUserText, optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
 import { ThreadList, threadTitle } from './sidebar.js';
 
 const CONNECTION_LABEL: Record<ConnectionState, string> = {
@@ -109,9 +109,9 @@ class App {
   }
 
   private onThread(thread: Thread | undefined, v: StoreView | undefined): void {
-    this.threads.setLive(thread);
+    this.threads.setLive(thread, v?.runs, v?.messages);
     if (thread) {
-      const t = threadTitle(thread);
+      const t = threadTitle(thread, v ? firstUserText(v.messages) : undefined);
       setText(this.title, t);
       document.title = `${t} — Tether`;
     } else if (v) {

@@ -1,10 +1,16 @@
 // The thread list: GET /v1/threads polled every few seconds (paused while
 // the tab is hidden), with a live status badge per thread. The open
 // thread's row follows its live store, so its badge changes at once.
+//
+// A thread made through the API has no title in its metadata, and a
+// thread's status does not say whether its last run was aborted or
+// stopped: the list learns both from the server, once per thread and
+// change (its first user message; its last run's status from the final
+// answer), a few requests at a time.
 
-import type { TetherClient, Thread } from '@tether/client';
+import type { Message, TetherClient, Thread } from '@tether/client';
 import { h, icon, reconcile, setData, setText } from './dom.js';
-import { ago, threadStatusLabel } from './format.js';
+import { ago, firstUserText, plainTitle, threadBadge } from './format.js';
 import { isAuthError } from './chat.js';
 import type { TetherError } from '@tether/client';
 
@@ -36,13 +42,14 @@ class Row {
     this.el.dataset.threadId = id;
   }
 
-  update(t: Thread, active: boolean, now: number): void {
-    const title = threadTitle(t);
+  update(t: Thread, info: Learned | undefined, active: boolean, now: number): void {
+    const title = threadTitle(t, info?.title);
     setText(this.title, title);
     this.el.title = title;
     setData(this.el, 'status', t.status);
-    setText(this.badge, threadStatusLabel(t.status));
-    setData(this.badge, 'status', t.status);
+    const badge = threadBadge(t.status, info?.lastRun?.at === t.updated_at ? info.lastRun.status : undefined);
+    setText(this.badge, badge.label);
+    setData(this.badge, 'status', badge.status);
     setText(this.time, ago(t.updated_at, now));
     this.el.classList.toggle('active', active);
     if (active) this.el.setAttribute('aria-current', 'page');
@@ -50,11 +57,29 @@ class Row {
   }
 }
 
-/** A thread's title: `metadata.title`, else its id. */
-export function threadTitle(t: Thread): string {
+/**
+ * A thread's title, as plain text: `metadata.title`, else its first user
+ * message (`firstUser`, when known), else its id.
+ */
+export function threadTitle(t: Thread, firstUser?: string): string {
   const title = t.metadata?.title;
-  return typeof title === 'string' && title.trim() ? title : t.id;
+  if (typeof title === 'string' && plainTitle(title)) return plainTitle(title);
+  if (firstUser && plainTitle(firstUser)) return plainTitle(firstUser);
+  return t.id;
 }
+
+/** What the list learned about a thread from the server. */
+interface Learned {
+  /** Its first user message, once it has one. */
+  title?: string;
+  /** The updated_at it was last looked up at without finding one. */
+  titleAt?: string;
+  /** Its last run's status, as of the thread's updated_at `at`. */
+  lastRun?: { at: string; status: string };
+}
+
+/** Lookups in flight at most, so that a long list does not flood the server. */
+const LOOKUPS = 4;
 
 /** The sidebar's list of threads. */
 export class ThreadList {
@@ -65,6 +90,9 @@ export class ThreadList {
   private readonly rows = new Map<string, Row>();
   private threads: Thread[] = [];
   private overlay: Thread | undefined;
+  private readonly learned = new Map<string, Learned>();
+  private readonly looking = new Set<string>();
+  private queue: Thread[] = [];
   private active: string | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private inflight = false;
@@ -109,10 +137,18 @@ export class ThreadList {
     this.render();
   }
 
-  /** The open thread's state from its live store: fresher than the last poll. */
-  setLive(thread: Thread | undefined): void {
+  /** The open thread's state from its live store: fresher than the last poll, and it knows its runs and messages. */
+  setLive(thread: Thread | undefined, runs: readonly { status: string }[] = [], messages: readonly Message[] = []): void {
     const prev = this.overlay;
     this.overlay = thread;
+    if (thread) {
+      const info = this.learned.get(thread.id) ?? {};
+      const first = firstUserText(messages);
+      if (first) info.title = first;
+      const last = runs[runs.length - 1];
+      if (last) info.lastRun = { at: thread.updated_at, status: last.status };
+      this.learned.set(thread.id, info);
+    }
     if (thread && !this.threads.some((t) => t.id === thread.id)) void this.refresh();
     else if (thread !== prev) this.render();
   }
@@ -155,10 +191,62 @@ export class ThreadList {
         row = new Row(t.id, (id) => this.host.onPick(id));
         this.rows.set(t.id, row);
       }
-      row.update(t, t.id === this.active, now);
+      row.update(t, this.learned.get(t.id), t.id === this.active, now);
       nodes.push(row.el);
+      if (this.needsLookup(t)) this.lookup(t);
     }
     if (nodes.length === 0) nodes.push(this.empty);
     reconcile(this.list, nodes);
+  }
+
+  /** Whether the list should ask the server about a thread: a title to find, or a last run whose end to tell. */
+  private needsLookup(t: Thread): boolean {
+    if (t.last_offset === '-1' || this.looking.has(t.id)) return false;
+    const info = this.learned.get(t.id);
+    const titled = typeof t.metadata?.title === 'string' && !!plainTitle(t.metadata.title);
+    const wantTitle = !titled && !info?.title && info?.titleAt !== t.updated_at;
+    const wantRun = (t.status === 'error' || t.status === 'idle') && info?.lastRun?.at !== t.updated_at;
+    return wantTitle || wantRun;
+  }
+
+  private lookup(t: Thread): void {
+    this.looking.add(t.id);
+    this.queue.push(t);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.looking.size - this.queue.length < LOOKUPS) {
+      const t = this.queue.shift()!;
+      void this.learn(t).finally(() => {
+        this.looking.delete(t.id);
+        this.pump();
+        this.render();
+      });
+    }
+  }
+
+  private async learn(t: Thread): Promise<void> {
+    const info = this.learned.get(t.id) ?? {};
+    this.learned.set(t.id, info);
+    try {
+      const titled = typeof t.metadata?.title === 'string' && !!plainTitle(t.metadata.title);
+      if (!titled && !info.title) {
+        // The run's input messages come right after run.created: the first
+        // page of the log's message.created events holds the first one.
+        const path = `/v1/threads/${encodeURIComponent(t.id)}/events?after=-1&types=message.created`;
+        const res = await this.client.request(path, { headers: { Accept: 'application/json' } });
+        const page = (await res.json()) as { events?: { message?: Message }[] };
+        const first = firstUserText((page.events ?? []).flatMap((e) => (e.message ? [e.message] : [])));
+        if (first) info.title = first;
+        else info.titleAt = t.updated_at;
+      }
+      if ((t.status === 'error' || t.status === 'idle') && info.lastRun?.at !== t.updated_at) {
+        const fa = await this.client.finalAnswer(t.id);
+        if (fa.status) info.lastRun = { at: t.updated_at, status: fa.status };
+      }
+    } catch {
+      // The next poll tries again; the row shows what the thread says meanwhile.
+    }
   }
 }

@@ -101,6 +101,24 @@ export class Server {
   }
 }
 
+/** POSTs JSON to the API as a program would (from Node: no Origin), and returns the answer's JSON. */
+export async function apiPost<T>(server: Server, path: string, body: unknown = {}): Promise<T> {
+  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** Waits until a run, read from the API, has the status. */
+export async function waitForApiRun(server: Server, runId: string, status: string, timeout = 20_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const { run } = await server.get<{ run: { status: string } }>(`/v1/runs/${runId}`);
+    if (run.status === status) return;
+    if (Date.now() > deadline) throw new Error(`run ${runId} is ${run.status}, not ${status}`);
+    await sleep(50);
+  }
+}
+
 /** The answer of GET /v1/threads/{tid}/final-answer. */
 export interface FinalAnswer {
   content: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { blocks, duration, optionsFromQuery, requestPrompt, runMetadata, spans, threadStatusLabel, titleFrom, DEFAULT_OPTIONS } from '../../src/format.js';
+import { blocks, duration, firstUserText, optionsFromQuery, plainTitle, requestPrompt, runMetadata, spans, threadBadge, threadStatusLabel, titleFrom, DEFAULT_OPTIONS } from '../../src/format.js';
 
 // What the page shows of a text, as characters: blocks and spans keep every
 // character of the text except the markers, so the DOM's text of a plain
@@ -75,6 +75,15 @@ describe('labels', () => {
     expect(threadStatusLabel('waiting')).toBe('needs input');
   });
 
+  it('tells an aborted or stopped last run from an error or an idle thread', () => {
+    expect(threadBadge('error', 'aborted')).toEqual({ label: 'aborted', status: 'aborted' });
+    expect(threadBadge('error', 'error')).toEqual({ label: 'error', status: 'error' });
+    expect(threadBadge('error')).toEqual({ label: 'error', status: 'error' });
+    expect(threadBadge('idle', 'cancelled')).toEqual({ label: 'stopped', status: 'cancelled' });
+    expect(threadBadge('idle', 'done')).toEqual({ label: 'idle', status: 'idle' });
+    expect(threadBadge('busy', 'aborted')).toEqual({ label: 'running', status: 'busy' });
+  });
+
   it('shows what a waiting run asks', () => {
     expect(requestPrompt({ prompt: 'Which detail?' })).toBe('Which detail?');
     expect(requestPrompt('plain')).toBe('plain');
@@ -88,5 +97,15 @@ describe('labels', () => {
     expect(duration(null, '2026-01-01T00:00:00.000Z')).toBe('');
     expect(titleFrom('  a\n b  ')).toBe('a b');
     expect(titleFrom('x'.repeat(80))).toHaveLength(58);
+  });
+
+  it('makes titles plain text', () => {
+    expect(plainTitle('**Why** is `fsync` _slow_?')).toBe('Why is fsync slow?');
+    expect(plainTitle('# Heading\n- item one\n> quoted [link](https://x.y)')).toBe('Heading item one quoted link');
+    expect(plainTitle('```go\nfmt.Println()\n```')).toBe('fmt.Println()');
+    expect(plainTitle('snake_case_name and 2*3*4 stay')).toBe('snake_case_name and 2*3*4 stay');
+    expect(titleFrom('**Bold** question')).toBe('Bold question');
+    expect(firstUserText([{ role: 'assistant', parts: [{ type: 'text', text: 'no' }] }, { role: 'user', parts: [{ type: 'text', text: 'Hi ' }, { type: 'text', text: 'there' }] }])).toBe('Hi there');
+    expect(firstUserText([{ role: 'user', parts: [] }])).toBeUndefined();
   });
 });

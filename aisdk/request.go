@@ -1,0 +1,237 @@
+package aisdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
+)
+
+// Triggers of a chat request.
+const (
+	TriggerSubmit     = "submit-message"
+	TriggerRegenerate = "regenerate-message"
+)
+
+// ChatRequest is the body useChat's DefaultChatTransport sends:
+// {id, messages, trigger, messageId?}, plus what the app adds with the
+// transport's body option. Tether reads metadata from there: the run's
+// metadata (e.g. {"demo": {...}}).
+type ChatRequest struct {
+	ID        string
+	Messages  []InMessage
+	Trigger   string
+	MessageID string
+	Metadata  json.RawMessage
+}
+
+// InMessage is what Tether reads of a UIMessage a client sends.
+type InMessage struct {
+	ID       string          `json:"id"`
+	Role     string          `json:"role"`
+	Metadata json.RawMessage `json:"metadata"`
+	Parts    []InPart        `json:"parts"`
+}
+
+// InPart is what Tether reads of a part of a UIMessage a client sends.
+type InPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"`
+	State      string          `json:"state"`
+	Output     json.RawMessage `json:"output"`
+}
+
+// DecodeChatRequest decodes a chat request. The top level is read
+// strictly (an unknown field is an error, as for every body of the API);
+// messages leniently, since the AI SDK adds fields to them.
+func DecodeChatRequest(body []byte) (*ChatRequest, error) {
+	var top struct {
+		ID        string            `json:"id"`
+		Messages  []json.RawMessage `json:"messages"`
+		Trigger   string            `json:"trigger"`
+		MessageID string            `json:"messageId"`
+		Metadata  json.RawMessage   `json:"metadata"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&top); err != nil {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body: %s", tether.JSONError(err))
+	}
+	if dec.More() {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body: unexpected data after the JSON object")
+	}
+	req := &ChatRequest{ID: top.ID, Trigger: top.Trigger, MessageID: top.MessageID, Metadata: top.Metadata}
+	if m := bytes.TrimSpace(req.Metadata); len(m) > 0 && !bytes.Equal(m, []byte("null")) && m[0] != '{' {
+		return nil, tether.Errorf(tether.CodeBadRequest, "metadata must be a JSON object")
+	}
+	if !tether.ValidID(req.ID) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "id (the chat id, a thread id) must be %s", tether.IDRule)
+	}
+	switch req.Trigger {
+	case "":
+		req.Trigger = TriggerSubmit
+	case TriggerSubmit, TriggerRegenerate:
+	default:
+		return nil, tether.Errorf(tether.CodeBadRequest, "trigger must be %s or %s", TriggerSubmit, TriggerRegenerate)
+	}
+	for i, raw := range top.Messages {
+		var m InMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: %s", i, tether.JSONError(err))
+		}
+		if !tether.ValidID(m.ID) {
+			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: id must be %s", i, tether.IDRule)
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	return req, nil
+}
+
+// Plan is what a chat request asks of the thread: a new run (Input, Key,
+// Regenerates) or the answer to a waiting run's request (Answer).
+type Plan struct {
+	// Input is the run's input: the request's user and system messages
+	// that the thread does not hold yet.
+	Input []tether.InputMessage
+	// Key is the run's idempotency key: a retried request finds the run
+	// its first try created.
+	Key string
+	// Metadata is the run's metadata: the request's, with what
+	// regenerates records.
+	Metadata json.RawMessage
+	// Answer, if set, answers the open request of a waiting run; no run
+	// is created.
+	Answer *Answer
+}
+
+// Answer is the answer to a waiting run's request, from the output a
+// client set on the request's dynamic tool part.
+type Answer struct {
+	RunID     string
+	RequestID string
+	Value     json.RawMessage
+}
+
+// PlanChat decides what a chat request does to a thread (snap, nil for a
+// thread that does not exist yet):
+//
+//   - submit-message ending with new user messages: a run with them as
+//     input, keyed by the last one's id;
+//   - submit-message ending with the assistant message of a waiting run,
+//     whose request's part has its output: that output answers the
+//     request;
+//   - regenerate-message: a run that replaces the answer named by
+//     messageId (else the last one), keyed by that answer's id.
+func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
+	if len(req.Messages) == 0 && req.Trigger == TriggerSubmit {
+		return nil, tether.Errorf(tether.CodeBadRequest, "messages is empty")
+	}
+	known := map[string]bool{}
+	if snap != nil {
+		for _, m := range snap.Messages {
+			known[m.ID] = true
+		}
+	}
+	p := &Plan{Metadata: req.Metadata}
+	for i, m := range req.Messages {
+		if known[m.ID] || (m.Role != "user" && m.Role != "system") {
+			continue
+		}
+		var text []string
+		for _, part := range m.Parts {
+			switch part.Type {
+			case "text":
+				text = append(text, part.Text)
+			case "step-start":
+			default:
+				return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: a part of type %q cannot be stored: Tether keeps the text parts of input messages", i, part.Type)
+			}
+		}
+		in := tether.InputMessage{ID: m.ID, Role: tether.Role(m.Role), Content: strings.Join(text, "\n")}
+		if !isEmptyObject(m.Metadata) {
+			if b := bytes.TrimSpace(m.Metadata); b[0] != '{' {
+				return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: metadata must be a JSON object", i)
+			}
+			in.Metadata = m.Metadata
+		}
+		p.Input = append(p.Input, in)
+	}
+
+	if req.Trigger == TriggerRegenerate {
+		target := req.MessageID
+		if target == "" && snap != nil {
+			ui := Messages(snap)
+			for i := len(ui) - 1; i >= 0; i-- {
+				if ui[i].Role == "assistant" {
+					target = ui[i].ID
+					break
+				}
+			}
+		}
+		if target == "" {
+			return nil, tether.Errorf(tether.CodeBadRequest, "nothing to regenerate: the chat has no answer")
+		}
+		p.Key = "ai-sdk:regenerate:" + target
+		p.Metadata = runs.MergePatch(objectOr(req.Metadata), mustJSON(map[string]any{RegenerateKey: map[string]string{"regenerates": target}}))
+		return p, nil
+	}
+
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "assistant" {
+		a, err := answerOf(last, snap)
+		if err != nil {
+			return nil, err
+		}
+		return &Plan{Answer: a}, nil
+	}
+	p.Key = "ai-sdk:" + last.ID
+	return p, nil
+}
+
+// answerOf finds, in the assistant message a client sent last, the
+// output it set on the request of the waiting run whose answer the
+// message is.
+func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
+	if snap != nil {
+		for _, r := range snap.Runs {
+			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID {
+				continue
+			}
+			for _, part := range last.Parts {
+				if part.ToolCallID == r.Request.ID && part.State == StateOutput {
+					v := part.Output
+					if len(v) == 0 {
+						v = json.RawMessage("null")
+					}
+					return &Answer{RunID: r.ID, RequestID: r.Request.ID, Value: v}, nil
+				}
+			}
+			return nil, tether.Errorf(tether.CodeBadRequest, "the last message is the answer of run %s, which waits on request %s: set that part's output (addToolOutput) to answer it", r.ID, r.Request.ID)
+		}
+	}
+	return nil, tether.Errorf(tether.CodeConflict, "the last message, %s, is not the answer of a run that waits for input", last.ID)
+}
+
+// uiMessageID is the id of a run's UI message: its first assistant
+// message's, else the run's.
+func uiMessageID(r tether.Run, msgs []tether.Message) string {
+	if a := answer(r, msgs); len(a) > 0 {
+		return a[0].ID
+	}
+	return r.ID
+}
+
+func objectOr(b json.RawMessage) json.RawMessage {
+	if isEmptyObject(b) {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

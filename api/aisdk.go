@@ -1,0 +1,369 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/aisdk"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/hub"
+)
+
+// The AI SDK's routes (/v1/ai-sdk/{agent}/chat…): useChat's
+// DefaultChatTransport pointed at Tether, unmodified. Each stream is the
+// projection (package aisdk) of a run subscription; runs are created with
+// engine.CreateRun like any other. See docs/ai-sdk.md.
+
+// aisdkChat answers a chat request: it creates the thread if needed and a
+// run (or answers a waiting run's request), and streams the run's UI
+// message.
+func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := aisdk.DecodeChatRequest(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	snap, err := s.e.Thread(ctx, req.ID)
+	if errors.Is(err, tether.ErrNotFound) {
+		snap = nil
+		if _, _, err = s.e.CreateThread(ctx, req.ID, nil); errors.Is(err, tether.ErrConflict) {
+			err = nil // created meanwhile, with metadata: it is there
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	plan, err := aisdk.PlanChat(req, snap)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if plan.Answer != nil {
+		s.aisdkAnswer(w, r, plan.Answer)
+		return
+	}
+	rc, err := s.e.CreateRun(ctx, req.ID, engine.RunRequest{
+		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
+		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !rc.Created {
+		// A retry: the run as it stands, then what follows.
+		s.aisdkFromSnapshot(w, r, rc.Run.ID)
+		return
+	}
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		return aisdk.NewStream(rc.Run), nil, "", nil
+	})
+}
+
+// aisdkAnswer answers a waiting run's request and streams what follows:
+// the client holds the message up to the request already, so the run is
+// folded up to its run.waiting, and what came after (an agent may stream
+// while it waits) is sent first.
+func (s *Server) aisdkAnswer(w http.ResponseWriter, r *http.Request, a *aisdk.Answer) {
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: a.RunID, Cursor: tether.OffsetStart}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		var proj *aisdk.Stream
+		var after []aisdk.Chunk
+		var at tether.Offset
+		found := false
+		for {
+			recs, err := sub.TryNext(r.Context())
+			for _, rec := range recs {
+				ev, derr := rec.Decode()
+				if derr != nil {
+					return nil, nil, "", derr
+				}
+				if proj == nil {
+					if ev.Type != tether.EventRunCreated || ev.Run == nil {
+						return nil, nil, "", tether.Errorf(tether.CodeInternal, "run %s starts with %s", a.RunID, ev.Type)
+					}
+					proj = aisdk.NewStream(*ev.Run)
+				}
+				c := proj.Event(ev)
+				switch {
+				case found:
+					after, at = append(after, c...), rec.Offset
+				case ev.Type == tether.EventRunWaiting && ev.Request != nil && ev.Request.ID == a.RequestID:
+					found, at = true, rec.Offset
+				}
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, nil, "", err
+			}
+			if len(recs) == 0 || err != nil {
+				break
+			}
+		}
+		if !found {
+			return nil, nil, "", tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", a.RunID, a.RequestID)
+		}
+		if _, err := s.e.SubmitInput(r.Context(), a.RunID, a.RequestID, a.Value); err != nil {
+			return nil, nil, "", err
+		}
+		return proj, append([]aisdk.Chunk{{Type: aisdk.ChunkStart, MessageID: proj.MessageID()}}, after...), at, nil
+	})
+}
+
+// aisdkFromSnapshot streams a run's UI message rebuilt from its snapshot,
+// then live.
+func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID string) {
+	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		chunks, proj := aisdk.Prelude(sub.Snapshot)
+		return proj, chunks, sub.Snapshot.Offset, nil
+	})
+}
+
+// aisdkResume answers GET …/chat/{chat}/stream: without a cursor (what
+// useChat sends on mount), the active run's UI message rebuilt from its
+// snapshot, then live, or 204 when no run is active; with ?run_id= and
+// ?after= (what TetherChatTransport sends after a drop), the run's chunks
+// after that offset, exactly; with ?run_id= alone, that run rebuilt.
+func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	threadID := r.PathValue("chat")
+	after, runID := q.Get("after"), q.Get("run_id")
+	if after == "" && runID == "" {
+		th, err := s.e.Thread(r.Context(), threadID)
+		if errors.Is(err, tether.ErrNotFound) {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if th.Thread.ActiveRunID == "" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		s.aisdkFromSnapshot(w, r, th.Thread.ActiveRunID)
+		return
+	}
+	if after == "" {
+		// A run of this chat (a stream that dropped before its first
+		// frame with an id): rebuilt from its snapshot.
+		s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+			chunks, proj := aisdk.Prelude(sub.Snapshot)
+			return proj, chunks, sub.Snapshot.Offset, nil
+		})
+		return
+	}
+	cursor, err := tether.ParseCursor(after)
+	if err == nil && (runID == "" || cursor == tether.OffsetNow || cursor == tether.OffsetStart) {
+		err = tether.Errorf(tether.CodeBadRequest, "after (an offset of the chat's log) goes with run_id")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID, Cursor: cursor}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
+		if sub.Snapshot != nil {
+			return nil, nil, "", tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
+		}
+		proj, err := s.aisdkFold(r.Context(), sub, cursor)
+		return proj, nil, "", err
+	})
+}
+
+// aisdkFold returns a run's projection as of offset after, by folding the
+// run's events up to it: the chunks that follow depend on what came
+// before (which part is open), and the client holds that already.
+func (s *Server) aisdkFold(ctx context.Context, live *engine.Subscription, after tether.Offset) (*aisdk.Stream, error) {
+	sub, err := s.e.Subscribe(ctx, engine.SubscribeRequest{ThreadID: live.ThreadID, RunID: live.RunID, Cursor: tether.OffsetStart})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	var proj *aisdk.Stream
+	for {
+		recs, err := sub.TryNext(ctx)
+		for _, rec := range recs {
+			if rec.Offset.After(after) {
+				return proj, nil
+			}
+			ev, err := rec.Decode()
+			if err != nil {
+				return nil, err
+			}
+			if proj == nil {
+				if ev.Type != tether.EventRunCreated || ev.Run == nil {
+					return nil, tether.Errorf(tether.CodeInternal, "run %s starts with %s", live.RunID, ev.Type)
+				}
+				proj = aisdk.NewStream(*ev.Run)
+			}
+			proj.Event(ev)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if len(recs) == 0 || err != nil {
+			if proj == nil {
+				return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", live.RunID)
+			}
+			return proj, nil
+		}
+	}
+}
+
+// aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's
+// active run (202 with the run), or answers 204 when none is active.
+func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
+	if err := decodeJSON(r, s.opts.MaxBodyBytes, &struct{}{}, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	th, err := s.e.Thread(r.Context(), r.PathValue("chat"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if th.Thread.ActiveRunID == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	run, err := s.e.CancelRun(r.Context(), th.Thread.ActiveRunID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, run)
+}
+
+// aisdkMessages answers GET …/chat/{chat}/messages: the chat as
+// useChat's messages ([] for a chat that does not exist yet).
+func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.e.Thread(r.Context(), r.PathValue("chat"))
+	if errors.Is(err, tether.ErrNotFound) {
+		writeJSON(w, http.StatusOK, []aisdk.UIMessage{})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Tether-Offset", string(snap.Offset))
+	writeJSON(w, http.StatusOK, aisdk.Messages(snap))
+}
+
+// aisdkServe subscribes to a run, sets up its projection (start, which
+// returns it, the first chunks and the offset they are as of, or
+// refuses), and writes the UI
+// message stream until the projection's terminal chunk, the run's end,
+// the client leaving or shutdown. Each event's chunks carry its offset
+// on their last frame (id:), the cursor to resume from.
+func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest,
+	start func(*engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error)) {
+	done, ok := s.live()
+	if !ok {
+		s.writeError(w, r, errShuttingDown)
+		return
+	}
+	defer done()
+	ctx := r.Context()
+	sub, err := s.subscribe(ctx, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	proj, first, at, err := start(sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Vercel-AI-UI-Message-Stream", "v1")
+	h.Set("Content-Location", "/v1/runs/"+sub.RunID)
+	w.WriteHeader(http.StatusOK)
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
+
+	rc := http.NewResponseController(w)
+	var buf []byte
+	flush := func() bool {
+		if len(buf) == 0 {
+			return true
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err == nil && rc.Flush() == nil
+	}
+	add := func(chunks []aisdk.Chunk, id tether.Offset) {
+		for i, c := range chunks {
+			var frameID string
+			if i == len(chunks)-1 {
+				frameID = string(id)
+			}
+			buf = aisdk.AppendFrame(buf, c, frameID)
+		}
+	}
+	add(first, at)
+	if !flush() || (len(first) > 0 && first[len(first)-1].Terminal()) {
+		return
+	}
+	pinged := time.Now()
+	for {
+		recs, err := sub.TryNext(ctx)
+		for _, rec := range recs {
+			ev, derr := rec.Decode()
+			if derr != nil {
+				s.log.Warn("ai-sdk stream: undecodable event", "thread", sub.ThreadID, "offset", rec.Offset, "err", derr)
+				return
+			}
+			add(proj.Event(ev), rec.Offset)
+			if proj.Ended() {
+				flush()
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, hub.ErrClosed) && !errors.Is(err, hub.ErrSlow) && ctx.Err() == nil {
+				s.log.Warn("ai-sdk stream ended", "thread", sub.ThreadID, "err", err, "request_id", requestID(r))
+			}
+			flush()
+			return
+		}
+		if len(recs) > 0 {
+			if !flush() {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.shutdown:
+			return
+		case <-s.beat.next():
+			if time.Since(pinged) >= s.opts.Heartbeat {
+				// A comment: the AI SDK's parser skips it; it keeps
+				// proxies from idling the stream out.
+				pinged = time.Now()
+				buf = append(buf, ":ping\n\n"...)
+				if !flush() {
+					return
+				}
+			}
+		case <-sub.Ready():
+		}
+	}
+}

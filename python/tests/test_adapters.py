@@ -1,0 +1,217 @@
+"""The adapters, driven offline: pydantic-ai's FunctionModel and a scripted LangChain chat model."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from helpers import log_events
+from tether import AsyncClient, Client, Event, Worker
+
+pytest.importorskip("pydantic_ai")
+pytest.importorskip("langgraph")
+
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, AIMessageChunk  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ToolReturnPart  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel  # noqa: E402
+
+from tether.adapters import langgraph as tlg  # noqa: E402
+from tether.adapters import pydantic_ai as tpa  # noqa: E402
+
+ANSWER = "The weather in Paris is sunny, with a light breeze from the west."
+
+
+async def model_stream(messages: list[ModelMessage], info: AgentInfo):
+    """A model that thinks, calls the weather tool, then answers word by word."""
+    if any(isinstance(p, ToolReturnPart) for p in messages[-1].parts):
+        words = ANSWER.split(" ")
+        for i, w in enumerate(words):
+            yield w + (" " if i < len(words) - 1 else "")
+        return
+    yield {0: DeltaThinkingPart(content="The user wants the weather. ")}
+    yield {0: DeltaThinkingPart(content="I should call the tool.")}
+    yield {1: DeltaToolCall(name="weather", json_args='{"city":', tool_call_id="call_1")}
+    yield {1: DeltaToolCall(json_args='"Paris"}')}
+
+
+weather_agent = Agent(FunctionModel(stream_function=model_stream))
+
+
+@weather_agent.tool_plain
+def weather(city: str) -> dict[str, Any]:
+    return {"city": city, "sky": "sunny"}
+
+
+def serve_and_run(url: str, agents: dict, prompt: str) -> tuple[str, str]:
+    async def main() -> tuple[str, str]:
+        w = Worker(url, agents, id="py-adapters", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        try:
+            async with AsyncClient(url) as c:
+                th = await c.create_thread()
+                name = next(iter(agents))
+                while True:
+                    try:
+                        run = await c.create_run(th.id, prompt, agent=name)
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                async for _ in c.follow(run.id):
+                    pass
+                return th.id, run.id
+        finally:
+            w.stop()
+            await asyncio.wait_for(wt, 30)
+
+    return asyncio.run(main())
+
+
+def read_resuming(c: Client, run_id: str, drops: int) -> tuple[str, int]:
+    """Reads a run's text over SSE, cutting the connection `drops` times and resuming from its last offset."""
+    text, cursor, resumed = "", "-1", 0
+    total = len([1 for _ in c.follow(run_id)])
+    per = max(1, total // (drops + 1))
+    while True:
+        n = 0
+        sub = c.subscribe(run_id=run_id, after=cursor)
+        finished = False
+        for u in sub:
+            assert isinstance(u, Event)
+            cursor = u.offset
+            if u.type == "text.delta":
+                text += u.delta
+            if u.type == "run.finished":
+                finished = True
+                break
+            n += 1
+            if n == per and resumed < drops:
+                break
+        sub.close()
+        if finished:
+            return text, resumed
+        resumed += 1
+
+
+def test_pydantic_ai_agent_streams_reasoning_a_tool_call_and_text(server):
+    thread_id, run_id = serve_and_run(server.url, {"weather": tpa.serve(weather_agent)}, "What is the weather in Paris?")
+    with Client(server.url) as c:
+        msg = c.get_run(run_id).messages[-1]
+        assert msg.role == "assistant"
+        kinds = [p.type for p in msg.parts]
+        assert kinds == ["reasoning", "tool", "text"], kinds
+        assert msg.parts[0].text == "The user wants the weather. I should call the tool."
+        call = msg.parts[1]
+        assert (call.name, call.call_id, call.status) == ("weather", "call_1", "done")
+        assert call.input == {"city": "Paris"} and call.output == {"city": "Paris", "sky": "sunny"}
+        fa = c.final_answer(thread_id)
+        assert fa.content == ANSWER and fa.status == "done"
+
+        text, resumed = read_resuming(c, run_id, drops=5)
+        assert resumed == 5 and text == fa.content
+    types = [e["type"] for e in log_events(server.url, thread_id)]
+    assert types.count("run.finished") == 1 and "reasoning.delta" in types and "tool.delta" in types
+
+
+def test_pydantic_ai_gets_the_conversation_as_history(server):
+    seen: list[int] = []
+
+    async def count_history(messages: list[ModelMessage], info: AgentInfo):
+        seen.append(len(messages))
+        yield "ok"
+
+    agent = Agent(FunctionModel(stream_function=count_history))
+
+    async def main():
+        w = Worker(server.url, {"hist": tpa.serve(agent)}, id="py-hist", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        async with AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            for prompt in ("one", "two"):
+                while True:
+                    try:
+                        run = await c.create_run(th.id, prompt, agent="hist")
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                async for _ in c.follow(run.id):
+                    pass
+        w.stop()
+        await wt
+
+    asyncio.run(main())
+    assert seen == [1, 3]  # the second run sees the first exchange, then its prompt
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A fake chat model that streams scripted chunks, one turn per call."""
+
+    turns: list[list[AIMessageChunk]]
+    i: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _next(self) -> list[AIMessageChunk]:
+        t = self.turns[self.i]
+        self.i += 1
+        return t
+
+    def _generate(self, messages, stop=None, run_manager=None, **kw) -> ChatResult:
+        msg: Any = None
+        for c in self._next():
+            msg = c if msg is None else msg + c
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=msg.content, tool_calls=msg.tool_calls))])
+
+    def _stream(self, messages, stop=None, run_manager=None, **kw):
+        for c in self._next():
+            yield ChatGenerationChunk(message=c)
+
+
+@tool
+def forecast(city: str) -> str:
+    """The forecast of a city."""
+    return '{"sky": "sunny"}'
+
+
+def weather_graph():
+    model = ScriptedChatModel(
+        turns=[
+            [
+                AIMessageChunk(content=[{"type": "reasoning", "reasoning": "Look it up "}]),
+                AIMessageChunk(content=[{"type": "reasoning", "reasoning": "first."}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": "forecast", "args": '{"city":', "id": "lc_1", "index": 0}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '"Paris"}', "id": None, "index": 0}]),
+            ],
+            [AIMessageChunk(content=w + " ") for w in ANSWER.split(" ")[:-1]] + [AIMessageChunk(content=ANSWER.split(" ")[-1])],
+        ]
+    )
+
+    async def agent(state: MessagesState):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([forecast]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+def test_langgraph_messages_stream(server):
+    thread_id, run_id = serve_and_run(server.url, {"graph": tlg.serve(weather_graph())}, "Weather in Paris?")
+    with Client(server.url) as c:
+        msg = c.get_run(run_id).messages[-1]
+        assert [p.type for p in msg.parts] == ["reasoning", "tool", "text"]
+        assert msg.parts[0].text == "Look it up first."
+        call = msg.parts[1]
+        assert (call.name, call.call_id, call.status, call.input, call.output) == ("forecast", "lc_1", "done", {"city": "Paris"}, {"sky": "sunny"})
+        assert c.final_answer(thread_id).content == ANSWER

@@ -1,0 +1,186 @@
+"""The Worker against the real server: appends, coalescing, input, cancel, errors, exactly one end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import AsyncIterator
+
+from helpers import log_events, requests_in_log
+from tether import AsyncClient, Reasoning, Session, Worker
+from tether.types import Run
+
+
+@contextlib.asynccontextmanager
+async def serving(url: str, agents, **kw) -> AsyncIterator[Worker]:
+    w = Worker(url, agents, id=kw.pop("id", "py-test"), claim_wait=kw.pop("claim_wait", 5), **kw)
+    task = asyncio.create_task(w.run())
+    try:
+        yield w
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def run_to_end(c: AsyncClient, agent: str, prompt: str = "hi", **kw) -> tuple[Run, list]:
+    th = await c.create_thread()
+    for _ in range(100):  # a run of an external agent is accepted once a worker asked for it
+        try:
+            run = await c.create_run(th.id, prompt, agent=agent, **kw)
+            break
+        except Exception:
+            await asyncio.sleep(0.05)
+    events = [ev async for ev in c.follow(run.id)]
+    return run, events
+
+
+def test_an_async_generator_agent_streams_and_ends_done_once(server):
+    async def echo(run: Run, s: Session):
+        yield Reasoning("The user said hi. ")
+        await s.tool_call("lookup", {"q": s.prompt}, {"found": 1})
+        for w in ["You ", "said: ", s.prompt]:
+            yield w
+
+    async def main():
+        async with serving(server.url, {"echo": echo}), AsyncClient(server.url) as c:
+            run, evs = await run_to_end(c, "echo", "hello")
+            types = [e.type for e in evs]
+            assert types.count("run.finished") == 1 and evs[-1].status == "done"
+            fa = await c.final_answer(run.thread_id)
+            assert fa.content == "You said: hello"
+            msg = (await c.get_run(run.id)).messages[-1]
+            assert [p.type for p in msg.parts] == ["reasoning", "tool", "text"]
+            assert msg.parts[1].output == {"found": 1} and msg.parts[1].status == "done"
+
+    asyncio.run(main())
+
+
+def test_events_emitted_during_an_append_are_coalesced(server):
+    n = 2000
+
+    async def chatty(run: Run, s: Session):
+        for i in range(n):
+            await s.text(f"{i} ")  # never waits for the server
+
+    async def main():
+        async with serving(server.url, {"chatty": chatty}), AsyncClient(server.url) as c:
+            run, evs = await run_to_end(c, "chatty")
+            deltas = [e.delta for e in evs if e.type == "text.delta"]
+            assert deltas == [f"{i} " for i in range(n)]
+            return run
+
+    run = asyncio.run(main())
+    appends = requests_in_log(server.log.read_text(), "POST", f"/v1/runs/{run.id}/events")
+    print(f"{n} text deltas in {appends} appends")
+    assert appends <= 10, appends  # one request per token would be 2000
+
+
+def test_input_and_a_heartbeat_while_waiting(start_server):
+    server = start_server("--lease-ttl", "3s")  # the wait outlasts the lease: only heartbeats keep it
+
+    async def asker(run: Run, s: Session):
+        tone = await s.ask({"prompt": "Which tone?"})
+        await s.text(f"In a {tone} tone.")
+
+    async def main():
+        async with serving(server.url, {"asker": asker}), AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            while True:
+                try:
+                    run = await c.create_run(th.id, "hi", agent="asker")
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+            async for ev in c.follow(run.id):
+                if ev.type == "run.waiting":
+                    await asyncio.sleep(4)  # more than the lease TTL
+                    await c.submit_input(run.id, "dry")
+            fa = await c.final_answer(th.id)
+            assert fa.status == "done" and fa.content == "In a dry tone."
+
+    asyncio.run(main())
+
+
+def test_cancel_stops_the_agent_and_ends_the_run_cancelled(server):
+    stopped = asyncio.Event
+
+    async def slow(run: Run, s: Session):
+        try:
+            for i in range(10_000):
+                await s.text(f"{i} ")
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            slow.cancelled = True  # type: ignore[attr-defined]
+            raise
+
+    async def main():
+        async with serving(server.url, {"slow": slow}), AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            while True:
+                try:
+                    run = await c.create_run(th.id, "go", agent="slow")
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+            n = 0
+            async for ev in c.follow(run.id):
+                if ev.type == "text.delta":
+                    n += 1
+                    if n == 5:
+                        await c.cancel(run.id)
+            rs = await c.get_run(run.id)
+            assert rs.run.status == "cancelled"
+            assert getattr(slow, "cancelled", False)
+            ends = [e for e in log_events(server.url, th.id) if e["type"] == "run.finished"]
+            assert len(ends) == 1 and ends[0]["status"] == "cancelled"
+
+    asyncio.run(main())
+
+
+def test_an_agent_that_raises_ends_the_run_error(server):
+    async def broken(run: Run, s: Session):
+        await s.text("partial ")
+        raise RuntimeError("secret provider detail")
+
+    async def main():
+        async with serving(server.url, {"broken": broken}), AsyncClient(server.url) as c:
+            run, evs = await run_to_end(c, "broken")
+            end = evs[-1]
+            assert end.type == "run.finished" and end.status == "error"
+            assert end.error_info.code == "agent_error" and "secret" not in end.error_info.message
+            assert [e.delta for e in evs if e.type == "text.delta"] == ["partial "]
+
+    asyncio.run(main())
+
+
+def test_an_agent_that_finishes_itself_is_not_finished_twice(server):
+    async def polite(run: Run, s: Session):
+        await s.text("bye")
+        await s.finish("error", error={"code": "refused", "message": "Nope."})
+
+    async def main():
+        async with serving(server.url, {"polite": polite}), AsyncClient(server.url) as c:
+            run, evs = await run_to_end(c, "polite")
+            assert [e.type for e in evs].count("run.finished") == 1
+            assert evs[-1].error_info.code == "refused"
+
+    asyncio.run(main())
+
+
+def test_runs_go_concurrently(server):
+    started = 0
+    all_in = asyncio.Event
+
+    async def gate(run: Run, s: Session):
+        nonlocal started
+        started += 1
+        while started < 3:
+            await asyncio.sleep(0.01)  # returns only once three runs run at once
+        await s.text("ok")
+
+    async def main():
+        async with serving(server.url, {"gate": gate}, concurrency=3), AsyncClient(server.url) as c:
+            results = await asyncio.wait_for(asyncio.gather(*(run_to_end(c, "gate") for _ in range(3))), 30)
+            assert all(evs[-1].status == "done" for _, evs in results)
+
+    asyncio.run(main())

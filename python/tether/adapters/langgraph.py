@@ -1,0 +1,164 @@
+"""LangGraph → Tether: a graph's ``astream(..., stream_mode="messages")`` as Tether events.
+
+Model tokens become text (and reasoning, from ``reasoning``/``thinking``
+content blocks or ``additional_kwargs["reasoning_content"]``), streamed
+tool call chunks become ``tool.started``/``tool.delta``, and the graph's
+``ToolMessage`` results end those calls::
+
+    from tether import Worker
+    from tether.adapters.langgraph import serve
+
+    Worker("http://127.0.0.1:8080", {"assistant": serve(graph)}).run_forever()
+
+or, in your own agent function, ``await stream_graph(session, graph, input)``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Optional
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+
+from ..session import Session
+from ..types import Message, Run
+from ..worker import AgentFunction
+
+
+class _Stream:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.calls: dict[tuple[str, int], str] = {}  # (message id, chunk index) → Tether call id
+        self.open: dict[str, str] = {}  # Tether call id → name, until its ToolMessage
+        self.ids: dict[str, str] = {}  # LangChain tool call id → Tether call id
+
+    async def chunk(self, msg: BaseMessage) -> None:
+        s = self.s
+        if isinstance(msg, ToolMessage):
+            cid = self.ids.get(msg.tool_call_id)
+            if cid is None or cid not in self.open:
+                return
+            del self.open[cid]
+            if getattr(msg, "status", "success") == "error":
+                await s.tool_finished(cid, error={"message": _text(msg.content)})
+            else:
+                await s.tool_finished(cid, output=_output(msg))
+            return
+        if not isinstance(msg, (AIMessageChunk, AIMessage)):
+            return
+        rc = (msg.additional_kwargs or {}).get("reasoning_content")
+        if isinstance(rc, str):
+            await s.reasoning(rc)
+        content = msg.content
+        if isinstance(content, str):
+            await s.text(content)
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, str):
+                    await s.text(block)
+                elif isinstance(block, dict):
+                    kind = block.get("type")
+                    if kind == "text":
+                        await s.text(str(block.get("text", "")))
+                    elif kind in ("reasoning", "thinking"):
+                        await s.reasoning(str(block.get("reasoning") or block.get("thinking") or block.get("text") or ""))
+        chunks = getattr(msg, "tool_call_chunks", None)
+        if chunks:
+            for i, tc in enumerate(chunks):
+                await self.tool_chunk(msg.id or "", tc.get("index", i) if tc.get("index") is not None else i, tc)
+        elif isinstance(msg, AIMessage) and not isinstance(msg, AIMessageChunk):
+            for tc in msg.tool_calls:  # a model that did not stream: whole calls
+                cid = self.call_id(tc.get("id"))
+                if cid not in self.open:
+                    self.open[cid] = tc["name"]
+                    await s.tool_started(cid, tc["name"])
+                    await s.tool_delta(cid, json.dumps(tc.get("args") or {}, separators=(",", ":")))
+
+    def call_id(self, lc_id: Optional[str]) -> str:
+        if lc_id and lc_id in self.ids:
+            return self.ids[lc_id]
+        cid = lc_id or self.s.new_id("call")
+        if lc_id:
+            self.ids[lc_id] = cid
+        return cid
+
+    async def tool_chunk(self, mid: str, index: int, tc: Any) -> None:
+        key = (mid, index)
+        cid = self.calls.get(key)
+        if cid is None:
+            name = tc.get("name")
+            if not name:
+                return  # arguments before the name: not a call this adapter can place
+            cid = self.call_id(tc.get("id"))
+            self.calls[key] = cid
+            self.open[cid] = name
+            await self.s.tool_started(cid, name)
+        args = tc.get("args")
+        if isinstance(args, str) and args:
+            await self.s.tool_delta(cid, args)
+
+    async def close(self) -> None:
+        for cid in list(self.open):
+            del self.open[cid]
+            await self.s.tool_finished(cid)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content if isinstance(b, (str, dict)))
+    return str(content)
+
+
+def _output(msg: ToolMessage) -> Any:
+    text = _text(msg.content)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+async def stream_graph(session: Session, graph: Any, input: Any, config: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+    """Runs ``graph.astream(input, config, stream_mode="messages")`` and emits what it streams."""
+    st = _Stream(session)
+    async for item in graph.astream(input, config, stream_mode="messages", **kwargs):
+        msg = item[0] if isinstance(item, tuple) else item
+        if isinstance(msg, BaseMessage):
+            await st.chunk(msg)
+    await st.close()
+
+
+def messages(conversation: tuple[Message, ...]) -> list[BaseMessage]:
+    """A Tether conversation as LangChain messages (user and assistant text)."""
+    out: list[BaseMessage] = []
+    for m in conversation:
+        if m.role == "user" and m.text:
+            out.append(HumanMessage(content=m.text))
+        elif m.role == "assistant" and m.text:
+            out.append(AIMessage(content=m.text))
+    return out
+
+
+def serve(graph: Any, make_input: Optional[Callable[[Run, Session], Any]] = None, config: Optional[dict[str, Any]] = None) -> AgentFunction:
+    """A Tether agent function that runs ``graph`` for each run.
+
+    The graph's input is ``{"messages": [...]}`` (a ``MessagesState``
+    graph): the thread's conversation, or only the new prompt when the graph
+    has a checkpointer (which keeps the rest); or what
+    ``make_input(run, session)`` returns. ``config`` defaults to ``{"configurable": {"thread_id": <the
+    Tether thread id>}}``, so a checkpointer keeps one LangGraph thread per
+    Tether thread.
+    """
+
+    async def run(r: Run, session: Session) -> None:
+        if make_input is not None:
+            inp = make_input(r, session)
+        elif getattr(graph, "checkpointer", None):
+            inp = {"messages": [HumanMessage(content=session.prompt)]}
+        else:
+            inp = {"messages": messages(session.messages)}
+        cfg = config if config is not None else {"configurable": {"thread_id": r.thread_id}}
+        await stream_graph(session, graph, inp, cfg)
+
+    return run

@@ -1,0 +1,68 @@
+"""Errors: every failure the server reports has a stable code (docs/protocol.md §1)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+# The stable error codes of the protocol.
+BAD_REQUEST = "bad_request"
+UNAUTHORIZED = "unauthorized"
+FORBIDDEN = "forbidden"
+NOT_FOUND = "not_found"
+CONFLICT = "conflict"
+RUN_ACTIVE = "run_active"
+LEASE_LOST = "lease_lost"
+GONE = "gone"
+TOO_LARGE = "too_large"
+RATE_LIMITED = "rate_limited"
+UNAVAILABLE = "unavailable"
+INTERNAL = "internal"
+
+_BY_STATUS = {
+    400: BAD_REQUEST,
+    401: UNAUTHORIZED,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    409: CONFLICT,
+    410: GONE,
+    413: TOO_LARGE,
+    429: RATE_LIMITED,
+    503: UNAVAILABLE,
+}
+
+
+class TetherError(Exception):
+    """An error of the server (``status`` is its HTTP status) or of the client (``status`` 0).
+
+    ``code`` is one of the protocol's stable codes (``not_found``,
+    ``conflict``, ``lease_lost``, ...); test it rather than the message,
+    which is for people.
+    """
+
+    def __init__(self, code: str, message: str, status: int = 0, headers: Optional[Mapping[str, str]] = None):
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.headers: Mapping[str, str] = dict(headers or {})
+
+    @classmethod
+    def from_response(cls, status: int, body: bytes, headers: Optional[Mapping[str, str]] = None) -> "TetherError":
+        """Reads the protocol's error body ``{"error": {"code", "message"}}``, or makes one up from the status."""
+        import json
+
+        code, message = _BY_STATUS.get(status, INTERNAL if status >= 500 else BAD_REQUEST), ""
+        try:
+            e: Any = json.loads(body or b"null")
+            if isinstance(e, Mapping) and isinstance(e.get("error"), Mapping):
+                code = str(e["error"].get("code") or code)
+                message = str(e["error"].get("message") or "")
+        except ValueError:
+            pass
+        if not message:
+            message = f"the server answered {status}"
+        return cls(code, message, status, headers)
+
+
+class StreamError(TetherError):
+    """A subscription that cannot go on: the server refused it for good, or sent something unreadable."""

@@ -1,0 +1,128 @@
+// What a newcomer meets in the first hour, on the real binary in a real
+// Chromium: threads made through the API are titled by their first
+// message, aborted and stopped runs are badged as such (not "error"), the
+// Options panel closes after sending, and titles are plain text (also at
+// phone width). Screenshots: artifacts/screenshots/9-*.png.
+import type { Browser } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Server, apiPost, launch, newPage, send, shot, waitForApiRun, waitForRunStatus } from './helpers.js';
+
+let browser: Browser;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  browser = await launch();
+});
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function setup(args: string[] = [], opts: Parameters<typeof newPage>[1] = {}) {
+  const server = await Server.start(args);
+  cleanups.push(() => server.stop());
+  const p = await newPage(browser, opts);
+  cleanups.push(() => p.context.close());
+  return { server, ...p };
+}
+
+interface Run {
+  id: string;
+}
+
+/** A thread made through the API, as a program would, with one run of `agent`. */
+async function apiThread(server: Server, prompt: string, agent: string, demo?: object): Promise<{ tid: string; run: Run }> {
+  const { id: tid } = await apiPost<{ id: string }>(server, '/v1/threads', {});
+  const run = await apiPost<Run>(server, `/v1/threads/${tid}/runs`, {
+    agent,
+    input: { messages: [{ role: 'user', content: prompt }] },
+    ...(demo ? { metadata: { demo } } : {}),
+  });
+  return { tid, run };
+}
+
+/** The sidebar row of a thread. */
+const row = (page: import('playwright-core').Page, tid: string) => page.locator(`[data-testid="thread-item"][data-thread-id="${tid}"]`);
+
+describe('first hour', () => {
+  it('titles threads made through the API by their first message, and badges aborted and stopped runs as such', async () => {
+    // "ext" is an external agent (declared, so runs of it are accepted); its
+    // worker claims a run and vanishes, so the run ends aborted (worker_lost).
+    const { server, page, errors } = await setup(['--agents', 'ext', '--lease-ttl', '1s', '--sweep-interval', '100ms']);
+    const done = await apiThread(server, '**Where** is my `order`?', 'demo', { tokens: 5, delay_ms: 0 });
+    const stopped = await apiThread(server, 'A long one, please', 'demo', { tokens: 5000, delay_ms: 50 });
+    const lost = await apiThread(server, 'Ask the external agent', 'ext');
+    await apiPost(server, '/v1/workers/claim', { worker_id: 'vanishing', agents: ['ext'], wait_ms: 5000 });
+    await apiPost(server, `/v1/runs/${stopped.run.id}/cancel`);
+    await waitForApiRun(server, done.run.id, 'done');
+    await waitForApiRun(server, stopped.run.id, 'cancelled');
+    await waitForApiRun(server, lost.run.id, 'aborted');
+
+    await page.goto(server.url);
+    await expect.poll(() => row(page, done.tid).locator('.thread-title').textContent(), { timeout: 10_000 }).toBe('Where is my order?');
+    expect(await row(page, stopped.tid).locator('.thread-title').textContent()).toBe('A long one, please');
+    await expect.poll(() => row(page, lost.tid).getByTestId('thread-status').textContent(), { timeout: 10_000 }).toBe('aborted');
+    expect(await row(page, lost.tid).getByTestId('thread-status').getAttribute('data-status')).toBe('aborted');
+    expect(await row(page, lost.tid).getAttribute('data-status')).toBe('error'); // what the thread itself says
+    await expect.poll(() => row(page, stopped.tid).getByTestId('thread-status').textContent(), { timeout: 10_000 }).toBe('stopped');
+    expect(await row(page, done.tid).getByTestId('thread-status').getAttribute('data-status')).toBe('idle');
+    await shot(page, '9-api-threads-sidebar');
+
+    await row(page, done.tid).click();
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('thread-title').textContent()).toBe('Where is my order?');
+    await row(page, lost.tid).click();
+    await waitForRunStatus(page, 'aborted');
+    expect(await row(page, lost.tid).getByTestId('thread-status').textContent()).toBe('aborted');
+    await shot(page, '9-api-thread-aborted');
+    expect(errors).toEqual([]);
+  });
+
+  it('an aborted run (server killed) is badged aborted in the sidebar, not error', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=30`);
+    const tid = await send(page, 'Tell me a long story');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="text-part"]').length > 0, undefined, { timeout: 20_000 });
+    await server.kill9();
+    await server.restart();
+    await waitForRunStatus(page, 'aborted');
+    const badge = row(page, tid).getByTestId('thread-status');
+    await expect.poll(() => badge.textContent(), { timeout: 10_000 }).toBe('aborted');
+    expect(await badge.getAttribute('data-status')).toBe('aborted');
+    await shot(page, '9-restart-aborted-badge');
+    expect(errors).toEqual([]);
+  });
+
+  it('closes Options after sending', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(server.url);
+    const options = page.getByTestId('options');
+    await options.locator('summary').click();
+    await page.getByTestId('opt-tokens').fill('12');
+    await page.getByTestId('opt-delay').fill('5');
+    expect(await options.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(true);
+    await shot(page, '9-options-open');
+    await send(page, 'Short answer please');
+    await expect.poll(() => options.evaluate((d) => (d as HTMLDetailsElement).open), { timeout: 10_000 }).toBe(false);
+    expect(await page.getByTestId('options-summary').textContent()).toBe('12 words · 5 ms'); // the options stay set
+    await waitForRunStatus(page, 'done');
+    await shot(page, '9-options-closed');
+    expect(errors).toEqual([]);
+  });
+
+  it('shows titles as plain text, also at phone width', async () => {
+    const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
+    const tid = await send(page, '**Why** does `fsync` matter for _durability_?');
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('thread-title').textContent()).toBe('Why does fsync matter for durability?');
+    expect(await page.evaluate(() => document.title)).toBe('Why does fsync matter for durability? — Tether');
+    await shot(page, '9-phone-plain-title');
+    await page.getByTestId('menu').click();
+    await expect.poll(() => row(page, tid).locator('.thread-title').textContent(), { timeout: 10_000 }).toBe('Why does fsync matter for durability?');
+    await shot(page, '9-phone-drawer-title');
+    expect(errors).toEqual([]);
+  });
+});

@@ -1,0 +1,81 @@
+// The wire of Tether's UI message streams: `data: <chunk JSON>` frames, the
+// last frame of each event's chunks preceded by `id: <offset>`, and `:ping`
+// comments.
+
+/** One frame of a UI message stream. */
+export interface UIFrame {
+  /** The offset this frame ends (the last frame of an event's chunks), else `undefined`. */
+  id: string | undefined;
+  /** The chunk, as sent. */
+  chunk: { type: string; [key: string]: unknown };
+  /** The frame's size in bytes on the wire. */
+  size: number;
+}
+
+/**
+ * Parses a UI message stream into its frames. Comments are skipped; a
+ * frame whose data is not JSON throws. `onBytes` is told of each piece of
+ * the body as it arrives (to count it and to see that the stream lives).
+ * Aborting `signal` ends the parse with an error, as a drop does.
+ */
+export async function* parseUIStream(
+  body: ReadableStream<Uint8Array>,
+  signal?: AbortSignal,
+  onBytes?: (n: number) => void,
+): AsyncGenerator<UIFrame> {
+  const reader = body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const onAbort = () => {
+    reader.cancel(new DOMException('idle', 'AbortError')).catch(() => {});
+  };
+  if (signal?.aborted) onAbort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let finished = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (signal?.aborted) throw new DOMException('aborted', 'AbortError');
+      if (done) {
+        finished = true;
+        break;
+      }
+      onBytes?.(value.byteLength);
+      buf += dec.decode(value, { stream: true });
+      // A CR at the end may be the first half of a CRLF that the next
+      // read completes: it waits.
+      const held = buf.endsWith('\r') ? '\r' : '';
+      buf = buf.slice(0, buf.length - held.length).replace(/\r\n?/g, '\n') + held;
+      let end: number;
+      while ((end = buf.indexOf('\n\n')) !== -1) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        const frame = parseBlock(block);
+        if (frame) yield frame;
+      }
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    // A reader that stops early (the terminal chunk came) lets the
+    // connection go.
+    if (!finished) await reader.cancel().catch(() => {});
+    reader.releaseLock();
+  }
+  if (buf.trim() !== '') throw new TypeError('network error: the stream ended in the middle of a frame');
+}
+
+function parseBlock(block: string): UIFrame | undefined {
+  let id: string | undefined;
+  let data: string | undefined;
+  for (const line of block.split('\n')) {
+    if (line === '' || line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'id') id = value;
+    else if (field === 'data') data = data === undefined ? value : `${data}\n${value}`;
+  }
+  if (data === undefined || data === '[DONE]') return undefined;
+  const chunk = JSON.parse(data) as UIFrame['chunk'];
+  return { id: id === '' ? undefined : id, chunk, size: new TextEncoder().encode(block).length + 2 };
+}
