@@ -186,6 +186,9 @@ func (s *Server) routes() []route {
 
 		{pattern: "GET /v1/ws", access: accessRun, h: h(s.websocket), queryToken: true},
 
+		{pattern: "POST /v1/ag-ui/{agent}", access: accessClient, h: h(s.aguiRun)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, h: h(s.aguiThreadEvents)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, h: h(s.aguiRunEvents)},
 		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
 		// thread routes they stand for.
 		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},

@@ -12,14 +12,14 @@ rmSync(join(root, 'dist'), { recursive: true, force: true });
 
 await build({
   absWorkingDir: root,
-  entryPoints: { index: 'src/index.ts', react: 'src/react.ts', 'ai-sdk': 'src/ai-sdk.ts' },
+  entryPoints: { index: 'src/index.ts', react: 'src/react.ts', 'ai-sdk': 'src/ai-sdk.ts', 'ag-ui': 'src/ag-ui.ts' },
   outdir: 'dist',
   bundle: true,
   splitting: true, // the react entry shares the core's chunk: one TetherClient class, not two
   format: 'esm',
   platform: 'neutral',
   target: 'es2022',
-  external: ['react', 'ai'],
+  external: ['react', 'ai', '@ag-ui/client', 'rxjs'],
   sourcemap: true,
   legalComments: 'none',
   logLevel: 'info',
@@ -31,4 +31,4 @@ execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
   cwd: root,
   stdio: 'inherit',
 });
-console.log('dist/: index.js, react.js, ai-sdk.js (+ shared chunk), .d.ts declarations');
+console.log('dist/: index.js, react.js, ai-sdk.js, ag-ui.js (+ shared chunk), .d.ts declarations');

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agui"
+	"github.com/tetherhq/tether/engine"
+)
+
+// AG-UI (docs/ag-ui.md): a run request answered with the run's AG-UI
+// stream, and streams that join a thread or a run mid-flight. All of it is
+// the projection (package agui) of the engine's subscriptions: nothing is
+// written but what the Tether routes write (a thread, a run, an answer).
+
+// aguiRun serves POST /v1/ag-ui/{agent}: a RunAgentInput, answered with
+// the AG-UI stream of one AG-UI run. threadId is the thread (created if
+// missing); runId the run's Idempotency-Key (a retried request streams the
+// same run from its start); resume[] answers the thread's waiting run,
+// whose next AG-UI run the stream then shows.
+func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in, err := agui.ParseRunAgentInput(b)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if _, _, err := s.e.CreateThread(ctx, in.ThreadID, nil); err != nil && tether.CodeOf(err) != tether.CodeConflict {
+		// conflict: the thread exists, with metadata of its own.
+		s.writeError(w, r, err)
+		return
+	}
+	snap, err := s.e.Thread(ctx, in.ThreadID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(in.Resume) > 0 {
+		s.aguiResume(w, r, in, snap)
+		return
+	}
+	msgs, err := in.NewMessages(agui.Known(snap))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rc, err := s.e.CreateRun(ctx, in.ThreadID, engine.RunRequest{
+		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: msgs},
+		Metadata: in.RunMetadata(), IdempotencyKey: in.RunID,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cursor := rc.Before
+	if !rc.Created {
+		cursor = tether.OffsetStart // a retried request: the run from its start
+	}
+	w.Header().Set("Content-Location", "/v1/runs/"+rc.Run.ID)
+	s.aguiStream(w, r, aguiReq{
+		sub:  engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: cursor},
+		proj: agui.New(in.ThreadID, agui.Options{Run: rc.Run.ID}),
+		once: true, runID: in.RunID,
+	})
+}
+
+// aguiResume answers the thread's waiting run with resume[] and streams
+// the AG-UI run that the answer starts (or, for a cancelled answer to a
+// request that is not an AG-UI interrupt, the run's end).
+func (s *Server) aguiResume(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, snap *tether.Snapshot) {
+	var run *tether.Run
+	for i := range snap.Runs {
+		if snap.Runs[i].Status == tether.RunWaiting && snap.Runs[i].Request != nil {
+			run = &snap.Runs[i]
+		}
+	}
+	if run == nil {
+		s.writeError(w, r, tether.Errorf(tether.CodeConflict, "thread %s has no run waiting for input", in.ThreadID))
+		return
+	}
+	ans, err := agui.ResumeAnswer(run.Request, in.Resume)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ans.Cancel {
+		_, err = s.e.CancelRun(r.Context(), run.ID)
+	} else {
+		_, err = s.e.SubmitInput(r.Context(), run.ID, run.Request.ID, ans.Value)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// What follows the snapshot is the answer and the run going on: the
+	// projector picks up from the snapshot, as the stream did.
+	proj := agui.New(in.ThreadID, agui.Options{Run: run.ID})
+	proj.Load(snap)
+	w.Header().Set("Content-Location", "/v1/runs/"+run.ID)
+	s.aguiStream(w, r, aguiReq{
+		sub:  engine.SubscribeRequest{RunID: run.ID, Cursor: snap.Offset},
+		proj: proj, once: true, runID: in.RunID,
+	})
+}
+
+// aguiThreadEvents serves GET /v1/ag-ui/threads/{tid}/events: the thread as
+// AG-UI, every run in turn, open until the client leaves.
+func (s *Server) aguiThreadEvents(w http.ResponseWriter, r *http.Request) {
+	s.aguiJoin(w, r, r.PathValue("tid"), "", false)
+}
+
+// aguiRunEvents serves GET /v1/ag-ui/threads/{tid}/runs/{rid}/events: one
+// AG-UI run of a run ("current": the thread's running or waiting run,
+// else its latest), ending with it.
+func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
+	s.aguiJoin(w, r, r.PathValue("tid"), r.PathValue("rid"), true)
+}
+
+// aguiJoin serves a join: without a cursor the join prelude, then what
+// follows; from a cursor every frame after it ("now": from the tail, "-1":
+// the whole log). A cursor that cannot be placed in the log gets the
+// prelude, as a Tether stream gets a reset snapshot.
+func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid string, once bool) {
+	cursor := r.Header.Get("Last-Event-ID")
+	if cursor == "" {
+		cursor = r.URL.Query().Get("after")
+	}
+	after, err := tether.ParseCursor(cursor)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	req := aguiReq{once: once}
+	replay := func(snap *tether.Snapshot) {
+		// The projection's state at the cursor is a fold of the log up to
+		// it: the stream reads the log again from its start and sends what
+		// comes after the cursor.
+		if rid, err = s.currentRun(ctx, tid, rid, snap); err == nil {
+			req.sub = engine.SubscribeRequest{ThreadID: tid, RunID: rid, Cursor: tether.OffsetStart}
+			req.after = after
+		}
+	}
+	switch after {
+	case tether.OffsetStart:
+		replay(nil)
+	default:
+		// From a snapshot ("", "now"), or checking that the cursor is an
+		// event of the log (else a reset snapshot).
+		probe := engine.SubscribeRequest{ThreadID: tid, Cursor: after}
+		if after == tether.OffsetNow {
+			probe.Cursor = ""
+		}
+		var sub *engine.Subscription
+		if sub, err = s.subscribe(ctx, probe); err != nil {
+			break
+		}
+		if sub.Snapshot == nil {
+			sub.Close()
+			replay(nil)
+			break
+		}
+		if rid, err = s.currentRun(ctx, tid, rid, sub.Snapshot); err != nil {
+			sub.Close()
+			break
+		}
+		req.started = sub
+		req.proj = agui.New(tid, agui.Options{Run: rid})
+		if after == tether.OffsetNow {
+			req.proj.Load(sub.Snapshot)
+		} else {
+			req.prelude = req.proj.Join(sub.Snapshot)
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if rid == "" && once {
+		if req.started != nil {
+			req.started.Close()
+		}
+		w.WriteHeader(http.StatusNoContent) // a thread without runs: nothing to join
+		return
+	}
+	if req.proj == nil {
+		req.proj = agui.New(tid, agui.Options{Run: rid})
+	}
+	s.aguiStream(w, r, req)
+}
+
+// currentRun resolves the run a run route names: "current" is the thread's
+// running or waiting run, else its latest ("" if it has none); another
+// name must be a run of the thread. Other routes name none. snap is read
+// if nil.
+func (s *Server) currentRun(ctx context.Context, tid, rid string, snap *tether.Snapshot) (string, error) {
+	if rid == "" {
+		return "", nil
+	}
+	if snap == nil {
+		var err error
+		if snap, err = s.e.Thread(ctx, tid); err != nil {
+			return "", err
+		}
+	}
+	if rid == "current" {
+		return agui.CurrentRun(snap), nil
+	}
+	for _, r := range snap.Runs {
+		if r.ID == rid {
+			return rid, nil
+		}
+	}
+	return "", tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", rid, tid)
+}

@@ -1,0 +1,175 @@
+// TetherAgent with an injected fetch: the real @ag-ui/client pipeline
+// (verifyEvents, the reducer) over streams the test writes, cut where it
+// likes.
+import { HttpAgent } from '@ag-ui/client';
+import { describe, expect, it } from 'vitest';
+import { TetherAgent } from '../src/ag-ui.js';
+import type { Timers } from '../src/timing.js';
+import { FakeFetch, type Pipe, settle } from './helpers/fake.js';
+
+/** Timers that fire at once (the backoff is not what these tests are about). */
+const now: Timers = { setTimeout: (fn) => setTimeout(fn, 0), clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>), now: () => Date.now(), random: () => 0 };
+
+let seq = 0;
+/** An AG-UI frame as Tether writes it. */
+function f(e: Record<string, unknown>, opts: { offset?: string; prelude?: boolean; last?: boolean } = {}): string {
+  const offset = opts.offset ?? `0000000001_${String(++seq).padStart(16, '0')}`;
+  const md = { ...(e.metadata as object), tether: { offset, run_id: 'run_1', ...(opts.prelude ? { prelude: true } : {}) } };
+  return `${opts.last === false ? '' : `id: ${offset}\n`}data: ${JSON.stringify({ ...e, metadata: md })}\n\n`;
+}
+
+const started = (runId = 'r1') => f({ type: 'RUN_STARTED', threadId: 't1', runId });
+const text = (delta: string) => f({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta });
+const finished = () => f({ type: 'RUN_FINISHED', threadId: 't1', runId: 'r1', outcome: { type: 'success' } });
+
+function agent(fetch: FakeFetch): TetherAgent {
+  return new TetherAgent({ url: 'http://tether.test/v1/ag-ui/demo', threadId: 't1', fetch: fetch.fetch, timers: now });
+}
+
+async function waitFor(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 1));
+  expect(cond()).toBe(true);
+}
+
+describe('TetherAgent', () => {
+  it('is an HttpAgent that POSTs the run to its url and hands on the events without Tether metadata', async () => {
+    const ff = new FakeFetch();
+    const pipe = ff.expectSSE();
+    const a = agent(ff);
+    expect(a).toBeInstanceOf(HttpAgent);
+    expect(a.baseUrl).toBe('http://tether.test/v1/ag-ui');
+    const seen: unknown[] = [];
+    const done = a.runAgent({ runId: 'r1' }, { onEvent: ({ event }) => void seen.push(event) });
+    const p = await pipe;
+    p.push(':ok\n\n' + started() + f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { last: false }) + text('Hel') + text('lo'));
+    p.push(f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) + finished());
+    p.end();
+    const res = await done;
+    expect(ff.requests[0]!.method).toBe('POST');
+    expect(ff.requests[0]!.url).toBe('http://tether.test/v1/ag-ui/demo');
+    expect(JSON.parse(ff.requests[0]!.body!).runId).toBe('r1');
+    expect(res.newMessages).toEqual([{ id: 'm1', role: 'assistant', content: 'Hello' }]);
+    expect(seen.every((e) => !(e as { metadata?: unknown }).metadata)).toBe(true);
+    expect(a.tetherRunId).toBe('run_1');
+    expect(a.lastOffset).toMatch(/^0000000001_/);
+  });
+
+  it('joins the run again after a drop: the prelude reconciles, the text comes once', async () => {
+    const ff = new FakeFetch();
+    const post = ff.expectSSE();
+    const a = agent(ff);
+    const done = a.runAgent({ runId: 'r1' });
+    const p = await post;
+    p.push(started() + f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { last: false }) + text('Hel'));
+    await settle();
+    const join = ff.expectSSE();
+    p.fail(new TypeError('terminated'));
+    const j = await join;
+    expect(ff.requests[1]!.method).toBe('GET');
+    expect(ff.requests[1]!.url).toBe('http://tether.test/v1/ag-ui/threads/t1/runs/run_1/events');
+    const at = '0000000001_0000000000000999';
+    j.push(
+      f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'u1', role: 'user', content: 'hi' }, { id: 'm1', role: 'assistant', content: 'Hello, w' }] }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
+        text('orld') +
+        f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
+        finished(),
+    );
+    j.end();
+    await done;
+    // The snapshot updates m1 in place and adds u1.
+    expect(a.messages).toEqual([
+      { id: 'm1', role: 'assistant', content: 'Hello, world' },
+      { id: 'u1', role: 'user', content: 'hi' },
+    ]);
+  });
+
+  it('ends what the prelude does not reopen (a tool call that ended during the drop)', async () => {
+    const ff = new FakeFetch();
+    const post = ff.expectSSE();
+    const a = agent(ff);
+    const types: string[] = [];
+    const done = a.runAgent({ runId: 'r1' }, { onEvent: ({ event }) => void types.push(event.type) });
+    const p = await post;
+    p.push(started() + f({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'search', parentMessageId: 'm1' }) + f({ type: 'TOOL_CALL_ARGS', toolCallId: 'c1', delta: '{"q":' }));
+    await settle();
+    const join = ff.expectSSE();
+    p.fail(new TypeError('terminated'));
+    const j = await join;
+    const at = '0000000001_0000000000000998';
+    j.push(
+      f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Done', toolCalls: [{ id: 'c1', type: 'function', function: { name: 'search', arguments: '{"q":1}' } }] }] }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
+        text('!') +
+        f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
+        finished(),
+    );
+    j.end();
+    await done;
+    expect(types.slice(3)).toEqual(['MESSAGES_SNAPSHOT', 'TEXT_MESSAGE_START', 'TOOL_CALL_END', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'RUN_FINISHED']);
+    expect(a.messages.at(-1)).toMatchObject({ id: 'm1', content: 'Done!' });
+  });
+
+  it('sends a run again when it fails before any event (the runId makes it idempotent)', async () => {
+    const ff = new FakeFetch();
+    ff.next(() => new TypeError('fetch failed'));
+    const post = ff.expectSSE();
+    const a = agent(ff);
+    const done = a.runAgent({ runId: 'r1' });
+    const p = await post;
+    p.push(started() + finished());
+    p.end();
+    await done;
+    expect(ff.requests.map((r) => `${r.method} ${JSON.parse(r.body ?? '{}').runId}`)).toEqual(['POST r1', 'POST r1']);
+  });
+
+  it('does not retry a 4xx, and stops when aborted', async () => {
+    const ff = new FakeFetch();
+    ff.next(() => new Response('{"error":{"code":"run_active","message":"busy"}}', { status: 409, headers: { 'Content-Type': 'application/json' } }));
+    await expect(agent(ff).runAgent({ runId: 'r1' })).rejects.toThrow(/409/);
+    expect(ff.requests).toHaveLength(1);
+
+    const ff2 = new FakeFetch();
+    const post = ff2.expectSSE();
+    const a = agent(ff2);
+    const done = a.runAgent({ runId: 'r1' });
+    (await post).push(started());
+    await settle();
+    a.abortRun();
+    await done;
+    await settle();
+    expect(ff2.requests).toHaveLength(1);
+  });
+
+  it('connectAgent joins the thread\'s current run, and ends with it', async () => {
+    const ff = new FakeFetch();
+    const join = ff.expectSSE();
+    const a = agent(ff);
+    const done = a.connectAgent();
+    const j = await join;
+    expect(ff.requests[0]!.url).toBe('http://tether.test/v1/ag-ui/threads/t1/runs/current/events');
+    const at = '0000000001_0000000000000500';
+    j.push(
+      f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Hel' }] }, { offset: at, prelude: true, last: false }) +
+        f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
+        text('lo') +
+        f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
+        finished(),
+    );
+    await done; // the stream is still open: the agent ends at RUN_FINISHED
+    expect(a.messages).toEqual([{ id: 'm1', role: 'assistant', content: 'Hello' }]);
+    await waitFor(() => (j as Pipe).cancelled || (j as Pipe).closed);
+  });
+
+  it('connectAgent on a thread without runs gives nothing', async () => {
+    const ff = new FakeFetch();
+    ff.next(() => new Response(null, { status: 204 }));
+    const a = agent(ff);
+    const res = await a.connectAgent();
+    expect(res.newMessages).toEqual([]);
+    expect(ff.requests).toHaveLength(1);
+  });
+});

@@ -1,0 +1,130 @@
+// AG-UI against a real `tether serve`: the unmodified HttpAgent of
+// @ag-ui/client 1.0.0 runs the demo agent through POST /v1/ag-ui/demo, and
+// TetherAgent brings back a run whose stream was cut.
+import { HttpAgent, type Message } from '@ag-ui/client';
+import { describe, expect, it } from 'vitest';
+import { TetherAgent } from '../../src/ag-ui.js';
+import { threadName, url } from './helpers.js';
+import { Wire } from './wire.js';
+
+interface FinalAnswer {
+  content: string;
+  complete: boolean;
+  run_id: string;
+}
+
+async function finalAnswer(tid: string): Promise<FinalAnswer> {
+  return (await (await fetch(`${url()}/v1/threads/${tid}/final-answer`)).json()) as FinalAnswer;
+}
+
+const lastAssistant = (msgs: Message[]) => [...msgs].reverse().find((m) => m.role === 'assistant') as { content?: string; toolCalls?: unknown[] } | undefined;
+const demo = (opts: Record<string, unknown>) => ({ forwardedProps: { demo: opts } });
+
+describe('AG-UI (real server)', () => {
+  it('HttpAgent runs the demo agent: reasoning, a tool call and its result, the answer equal to the final answer', async () => {
+    const tid = threadName('agui');
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'What is a durable log?' });
+    const types = new Set<string>();
+    const res = await agent.runAgent(demo({ tokens: 30, delay_ms: 2 }), { onEvent: ({ event }) => void types.add(event.type) });
+    const fa = await finalAnswer(tid);
+    expect(fa.complete).toBe(true);
+    expect(lastAssistant(agent.messages)?.content).toBe(fa.content);
+    expect(fa.content.split(' ')).toHaveLength(30);
+    for (const t of ['RUN_STARTED', 'REASONING_MESSAGE_CONTENT', 'TOOL_CALL_ARGS', 'TOOL_CALL_RESULT', 'TEXT_MESSAGE_CONTENT', 'RUN_FINISHED']) expect(types).toContain(t);
+    const roles = res.newMessages.map((m) => m.role);
+    expect(roles).toEqual(['reasoning', 'assistant', 'tool']);
+    const asst = lastAssistant(agent.messages)!;
+    expect(asst.toolCalls).toMatchObject([{ function: { name: 'search', arguments: expect.stringContaining('durable log') } }]);
+    expect(agent.messages.find((m) => m.role === 'tool')?.content).toContain('Overview of');
+  });
+
+  it('an interrupt and its resume[] answer round-trip on the same Tether run', async () => {
+    const tid = threadName('agui-ask');
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'Summarize the notes' });
+    let outcome = '';
+    await agent.runAgent(demo({ tokens: 12, delay_ms: 1, ask: true }), { onRunFinishedEvent: (p) => void (outcome = p.outcome) });
+    expect(outcome).toBe('interrupt');
+    expect(agent.pendingInterrupts).toMatchObject([{ reason: 'input', message: 'Which detail should the answer focus on?' }]);
+    const id = agent.pendingInterrupts[0]!.id;
+    await agent.runAgent({ resume: [{ interruptId: id, status: 'resolved', payload: 'speed' }] }, { onRunFinishedEvent: (p) => void (outcome = p.outcome) });
+    expect(outcome).toBe('success');
+    expect(agent.pendingInterrupts).toEqual([]);
+    const fa = await finalAnswer(tid);
+    expect(fa.content.startsWith('You asked me to focus on “speed”.')).toBe(true);
+    expect(lastAssistant(agent.messages)?.content).toBe(fa.content);
+    const thread = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { runs: unknown[] };
+    expect(thread.runs).toHaveLength(1);
+  });
+
+  it('HttpAgent cut mid-run fails; TetherAgent.connectAgent() then brings the whole message, once, through verifyEvents', async () => {
+    const tid = threadName('agui-cut');
+    const wire = new Wire();
+    wire.on((m, u) => m === 'POST' && u.includes('/v1/ag-ui/'), () => ({ kind: 'cut', after: 6000 }));
+    const cut = new HttpAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid, fetch: wire.fetch });
+    cut.addMessage({ id: `u-${tid}`, role: 'user', content: 'Tell me a long story' });
+    await expect(cut.runAgent(demo({ tokens: 300, delay_ms: 4 }))).rejects.toThrow();
+    const partial = lastAssistant(cut.messages)?.content ?? '';
+    expect((await finalAnswer(tid)).complete).toBe(false); // cut mid-run
+
+    // The same client's state, joined by a TetherAgent (as an app would
+    // swap the class).
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid, initialMessages: cut.messages });
+    const texts: string[] = [];
+    await agent.connectAgent({}, { onTextMessageContentEvent: ({ event }) => void texts.push(event.delta) });
+    const fa = await finalAnswer(tid);
+    expect(fa.complete).toBe(true);
+    const got = lastAssistant(agent.messages)?.content;
+    expect(got).toBe(fa.content);
+    expect(got!.startsWith(partial)).toBe(true);
+    expect(agent.messages.filter((m) => m.role === 'assistant')).toHaveLength(1);
+    expect(texts.join('').length).toBeLessThanOrEqual(fa.content.length); // nothing sent twice
+  });
+
+  it('TetherAgent.runAgent survives repeated cuts and ends with the final answer', async () => {
+    const tid = threadName('agui-resume');
+    const wire = new Wire();
+    wire.on((m, u) => m === 'POST' && u.includes('/v1/ag-ui/'), () => ({ kind: 'cut', after: 3000 }));
+    wire.on((m, u) => m === 'GET' && u.includes('/v1/ag-ui/'), (n) => (n < 4 ? { kind: 'cut', after: 4000 } : { kind: 'pass' }));
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid, fetch: wire.fetch, backoff: { initialMs: 20, maxMs: 100 } });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'Tell me more' });
+    let finished = 0;
+    await agent.runAgent(demo({ tokens: 200, delay_ms: 3 }), { onRunFinishedEvent: () => void finished++ });
+    const fa = await finalAnswer(tid);
+    expect(fa.complete).toBe(true);
+    expect(finished).toBe(1);
+    expect(lastAssistant(agent.messages)?.content).toBe(fa.content);
+    expect(wire.log.filter((l) => l.startsWith('GET') && l.includes('cut')).length).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('AG-UI thread state (real server, a worker)', () => {
+  it('STATE_SNAPSHOT and STATE_DELTA reach HttpAgent.state; a join brings the state in its prelude', async () => {
+    const tid = threadName('agui-state');
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    // The worker's agent name becomes known with a first claim.
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stateful'], wait_ms: 0 })).status).toBe(204);
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/stateful`, threadId: tid });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'plan my day' });
+    const running = agent.runAgent();
+    const claim = (await (await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stateful'], wait_ms: 10_000 })).json()) as { run: { id: string }; lease: { token: string } };
+    const append = async (events: unknown[]) => {
+      const res = await post(`/v1/runs/${claim.run.id}/events`, events, { 'Tether-Lease': claim.lease.token });
+      expect(res.status).toBe(200);
+    };
+    await append([{ type: 'state.snapshot', state: { todos: [] } }, { type: 'message.started', message_id: `m-${tid}`, role: 'assistant' }]);
+    await append([{ type: 'text.delta', message_id: `m-${tid}`, delta: 'Added.' }, { type: 'state.delta', patch: [{ op: 'add', path: '/todos/-', value: 'walk' }] }]);
+    await append([{ type: 'message.finished', message_id: `m-${tid}`, status: 'done' }, { type: 'run.finished', status: 'done' }]);
+    await running;
+    const server = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { state: unknown };
+    expect(server.state).toEqual({ todos: ['walk'] });
+    expect(agent.state).toEqual(server.state);
+
+    const joined = new TetherAgent({ url: `${url()}/v1/ag-ui/stateful`, threadId: tid });
+    await joined.connectAgent();
+    expect(joined.state).toEqual(server.state);
+    expect(lastAssistant(joined.messages)?.content).toBe('Added.');
+  });
+});
