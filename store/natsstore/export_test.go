@@ -25,3 +25,13 @@ func HoldDelivery(s *Store) (release func()) {
 		close(ch)
 	}
 }
+
+// AfterLast makes fn run each time the store has read a thread's last
+// message and is about to read its log; nil removes it.
+func AfterLast(s *Store, fn func(id string)) {
+	if fn == nil {
+		s.afterLast.Store(nil)
+		return
+	}
+	s.afterLast.Store(&fn)
+}

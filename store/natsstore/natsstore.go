@@ -127,6 +127,9 @@ type Store struct {
 	// holdDelivery, if set, makes the notify consumer wait until it is
 	// closed before it handles the next message (tests only).
 	holdDelivery atomic.Pointer[chan struct{}]
+	// afterLast, if set, runs between the read of a thread's last message
+	// and the read of its log (tests only).
+	afterLast atomic.Pointer[func(id string)]
 
 	closeOnce sync.Once
 	closeErr  error

@@ -257,11 +257,29 @@ func (s *Store) withView(ctx context.Context, id string, fn func(v *threadView) 
 	return errors.New("natsstore: the thread's state keeps changing")
 }
 
+// errLogChanged says the log moved under a read: between its last message
+// and the read of the messages before it, the thread was deleted (purged) or
+// re-created. Reading again from the new last message settles it.
+var errLogChanged = errors.New("natsstore: log changed while read")
+
 // refresh makes the entry's view the thread's current one.
 func (s *Store) refresh(ctx context.Context, e *entry) error {
+	var err error
+	for range 5 {
+		if err = s.refreshOnce(ctx, e); !errors.Is(err, errLogChanged) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) refreshOnce(ctx context.Context, e *entry) error {
 	last, err := s.lastMsg(ctx, e.id)
 	if err != nil {
 		return err
+	}
+	if fn := s.afterLast.Load(); fn != nil {
+		(*fn)(e.id)
 	}
 	e.mu.Lock()
 	if e.view != nil && e.view.current(last, s.epoch) {
@@ -317,7 +335,7 @@ func (s *Store) loadView(ctx context.Context, id string, last *logMsg) (*threadV
 		return nil, err
 	}
 	if len(raws) == 0 || raws[len(raws)-1].Seq != last.seq {
-		return nil, fmt.Errorf("natsstore: thread %s: log changed while read", id)
+		return nil, fmt.Errorf("natsstore: thread %s: %w", id, errLogChanged)
 	}
 	for _, r := range raws {
 		m, err := parseRaw(r)
