@@ -544,3 +544,20 @@ func writeString(buf *bytes.Buffer, s string) {
 	b, _ := json.Marshal(s) // never fails for a string
 	buf.Write(b)
 }
+
+// ApplyPatch applies an RFC 6902 JSON Patch to doc exactly as state.delta
+// does (nil doc and result for null), for those who follow a thread's
+// state outside a State, like an agent that sends it upstream. The error
+// is a *tether.Error: bad_request for a malformed patch, conflict for one
+// that does not apply.
+func ApplyPatch(doc, patch json.RawMessage) (json.RawMessage, error) {
+	ops, err := parsePatch(patch)
+	if err != nil {
+		return nil, badRequest("not a JSON Patch (RFC 6902): %v", err)
+	}
+	out, err := applyPatch(doc, ops)
+	if err != nil {
+		return nil, conflict("the patch does not apply: %v", err)
+	}
+	return out, nil
+}
