@@ -93,7 +93,20 @@ func messagesOf(msgs []tether.Message) []map[string]any {
 				}
 				calls = append(calls, c)
 			}
-			out = append(out, mapping.AssistantMessage(msg.ID, text, calls)...)
+			am := mapping.AssistantMessage(msg.ID, text, calls)
+			if len(calls) == 0 {
+				// An assistant message that came in from an AG-UI front end
+				// (POST /v1/ag-ui/{agent}) keeps its toolCalls in metadata.
+				var md struct {
+					AGUI struct {
+						ToolCalls json.RawMessage `json:"toolCalls"`
+					} `json:"ag_ui"`
+				}
+				if json.Unmarshal(msg.Metadata, &md) == nil && isArray(md.AGUI.ToolCalls) {
+					am = []map[string]any{{"id": msg.ID, "role": "assistant", "content": text, "toolCalls": md.AGUI.ToolCalls}}
+				}
+			}
+			out = append(out, am...)
 		}
 	}
 	return out

@@ -2,11 +2,12 @@
 
 Two nodes: `plan` writes the graph state (a list of steps, a counter), then
 `answer` calls a fake chat model from langchain_core that streams a fixed
-answer token by token. The graph keeps its state in a checkpointer, and
+answer token by token, 20 ms apart. The graph keeps its state in a checkpointer, and
 ag-ui-langgraph emits it as STATE_SNAPSHOT, with STEP_* per node,
 MESSAGES_SNAPSHOT and RAW events. "story N" makes the answer N words long.
 """
 
+import asyncio
 from typing import Annotated
 
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
@@ -17,6 +18,8 @@ from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
+
+WORD_DELAY = 0.02
 
 
 class State(TypedDict):
@@ -44,8 +47,12 @@ async def answer(state: State) -> dict:
     words = last_user_text(state).split()
     n = int(words[1]) if len(words) > 1 and words[0] == "story" and words[1].isdigit() else 40
     model = GenericFakeChatModel(messages=iter([AIMessage(content=story(n))]))
-    reply = await model.ainvoke(state["messages"])
-    return {"messages": [reply], "steps": [*state.get("steps", []), "answer"]}
+    # Streamed at a pace, so that a client has time to drop mid-answer.
+    reply = None
+    async for chunk in model.astream(state["messages"]):
+        await asyncio.sleep(WORD_DELAY)
+        reply = chunk if reply is None else reply + chunk
+    return {"messages": [AIMessage(content=reply.content, id=reply.id)], "steps": [*state.get("steps", []), "answer"]}
 
 
 builder = StateGraph(State)

@@ -33,7 +33,7 @@ def story(n: int) -> list[str]:
 def last_user_text(messages: list[ModelMessage]) -> str:
     for m in reversed(messages):
         if isinstance(m, ModelRequest):
-            for p in m.parts:
+            for p in reversed(m.parts):
                 if isinstance(p, UserPromptPart) and isinstance(p.content, str):
                     return p.content
     return ""

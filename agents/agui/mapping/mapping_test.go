@@ -53,8 +53,8 @@ func normal(s string) string {
 func TestMapping(t *testing.T) {
 	for _, c := range []struct {
 		name, in, want string
-		taken        []string
-		waiting      string // the request of a run that waits, as JSON
+		taken          []string
+		waiting        string // the request of a run that waits, as JSON
 	}{{
 		name: "text, then the run finishes",
 		in: `{"type":"RUN_STARTED","threadId":"t","runId":"x"}
@@ -243,23 +243,23 @@ func TestMapping(t *testing.T) {
 func TestMappingMalformed(t *testing.T) {
 	const start = `{"type":"RUN_STARTED"}` + "\n"
 	for name, in := range map[string]string{
-		"not JSON":                      `data that is not JSON`,
-		"an array":                      `[1]`,
-		"no type":                       `{"messageId":"m"}`,
-		"a type that is not a string":   `{"type":5}`,
-		"content before RUN_STARTED":    `{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
-		"RUN_STARTED twice":             start + `{"type":"RUN_STARTED"}`,
-		"content of no message":         start + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`,
-		"content after the end":         start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_END","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`,
-		"a delta that is not a string":  start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":5}`,
-		"no delta":                      start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}`,
-		"a start without an id":         start + `{"type":"TEXT_MESSAGE_START"}`,
-		"an unknown role":               start + `{"type":"TEXT_MESSAGE_START","messageId":"m","role":"robot"}`,
-		"args of no call":               start + `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}`,
-		"a call without a name":         start + `{"type":"TOOL_CALL_START","toolCallId":"c"}`,
-		"a call started twice":          start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`,
-		"two results":                   start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":"a"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":"a"}`,
-		"a result that is not a string": start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":{}}`,
+		"not JSON":                          `data that is not JSON`,
+		"an array":                          `[1]`,
+		"no type":                           `{"messageId":"m"}`,
+		"a type that is not a string":       `{"type":5}`,
+		"content before RUN_STARTED":        `{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+		"RUN_STARTED twice":                 start + `{"type":"RUN_STARTED"}`,
+		"content of no message":             start + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`,
+		"content after the end":             start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_END","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`,
+		"a delta that is not a string":      start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":5}`,
+		"no delta":                          start + `{"type":"TEXT_MESSAGE_START","messageId":"m"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}`,
+		"a start without an id":             start + `{"type":"TEXT_MESSAGE_START"}`,
+		"an unknown role":                   start + `{"type":"TEXT_MESSAGE_START","messageId":"m","role":"robot"}`,
+		"args of no call":                   start + `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}`,
+		"a call without a name":             start + `{"type":"TOOL_CALL_START","toolCallId":"c"}`,
+		"a call started twice":              start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`,
+		"two results":                       start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":"a"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":"a"}`,
+		"a result that is not a string":     start + `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}` + "\n" + `{"type":"TOOL_CALL_RESULT","toolCallId":"c","messageId":"r","content":{}}`,
 		"a state delta that is not a patch": start + `{"type":"STATE_DELTA","delta":{"op":"add"}}`,
 		"a state delta that does not apply": start + `{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/x"}]}`,
 		"a snapshot without a snapshot":     start + `{"type":"STATE_SNAPSHOT"}`,
