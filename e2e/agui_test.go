@@ -185,12 +185,12 @@ func TestAGUIPydanticAI(t *testing.T) {
 	s := start(t, "", "--ag-ui-agent", "pyd="+up)
 
 	t.Run("an answer through five cuts", func(t *testing.T) {
-		want := direct(t, up, "direct", "story 150")
-		if !strings.HasPrefix(want, "word0 word1 ") || !strings.HasSuffix(want, " word149") {
+		want := direct(t, up, "direct", "story 100")
+		if !strings.HasPrefix(want, "word0 word1 ") || !strings.HasSuffix(want, " word99") {
 			t.Fatalf("pydantic-ai answered %q", want)
 		}
 		tid := s.createThread(t)
-		r := s.createRun(t, tid, "pyd", "story 150", "")
+		r := s.createRun(t, tid, "pyd", "story 100", "")
 		events := followWithCuts(t, s, r.ID, 5, 8)
 		sameSequence(t, "the cut client", events, s.readLog(t, "/v1/runs/"+r.ID+"/events"))
 		fa := s.finalAnswer(t, tid)
@@ -237,6 +237,23 @@ func TestAGUIPydanticAI(t *testing.T) {
 		r = s.waitRunEnded(t, rid)
 		if fa := s.finalAnswer(t, tid); r.Status != tether.RunDone || fa.Content != "Done: delete_file said deleted notes.txt. " {
 			t.Fatalf("run %s %+v, final answer %q", r.Status, r.Error, fa.Content)
+		}
+	})
+
+	// Last: it restarts the server. The upstream request dies with the
+	// process; the run ends aborted like any in-process run's.
+	defer t.Run("a restart aborts the run", func(t *testing.T) {
+		tid := s.createThread(t)
+		rid := s.createRun(t, tid, "pyd", "story 400", "").ID
+		eventually(t, 60*time.Second, "the answer to start", func() bool { return s.finalAnswer(t, tid).Content != "" })
+		s.kill9()
+		s.restart()
+		r := s.waitRunEnded(t, rid)
+		if r.Status != tether.RunAborted || r.Error == nil || r.Error.Code != "server_restart" {
+			t.Fatalf("run %s %+v", r.Status, r.Error)
+		}
+		if fa := s.finalAnswer(t, tid); !strings.HasPrefix(fa.Content, "word0 ") {
+			t.Fatalf("what was streamed before the restart is lost: %q", fa.Content)
 		}
 	})
 
