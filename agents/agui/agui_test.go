@@ -40,7 +40,7 @@ type upstream struct {
 	bodies []map[string]any
 }
 
-func newUpstream(t *testing.T, handle func(n int, w http.ResponseWriter, r *http.Request)) *upstream {
+func newUpstream(t testing.TB, handle func(n int, w http.ResponseWriter, r *http.Request)) *upstream {
 	t.Helper()
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +68,7 @@ func (u *upstream) requests() []map[string]any {
 }
 
 // replay answers with a recorded stream of a real agent.
-func replay(t *testing.T, names ...string) func(n int, w http.ResponseWriter, r *http.Request) {
+func replay(t testing.TB, names ...string) func(n int, w http.ResponseWriter, r *http.Request) {
 	streams := make([][]byte, len(names))
 	for i, n := range names {
 		b, err := os.ReadFile("testdata/" + n + ".sse")
@@ -90,7 +90,7 @@ type world struct {
 	st store.Store
 }
 
-func newWorld(t *testing.T, url string) *world {
+func newWorld(t testing.TB, url string) *world {
 	t.Helper()
 	a, err := agui.New(agui.Options{URL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -115,7 +115,7 @@ func newWorld(t *testing.T, url string) *world {
 	return &world{e: e, st: st}
 }
 
-func (w *world) start(t *testing.T, meta, text string) string {
+func (w *world) start(t testing.TB, meta, text string) string {
 	t.Helper()
 	if meta == "" {
 		meta = "{}"
@@ -128,7 +128,7 @@ func (w *world) start(t *testing.T, meta, text string) string {
 	return rc.Run.ID
 }
 
-func (w *world) waitStatus(t *testing.T, runID string, done func(tether.RunStatus) bool) *tether.Snapshot {
+func (w *world) waitStatus(t testing.TB, runID string, done func(tether.RunStatus) bool) *tether.Snapshot {
 	t.Helper()
 	var snap *tether.Snapshot
 	testutil.Eventually(t, 20*time.Second, "run "+runID, func() bool {
@@ -139,7 +139,7 @@ func (w *world) waitStatus(t *testing.T, runID string, done func(tether.RunStatu
 	return snap
 }
 
-func (w *world) wait(t *testing.T, runID string) *tether.Snapshot {
+func (w *world) wait(t testing.TB, runID string) *tether.Snapshot {
 	return w.waitStatus(t, runID, tether.RunStatus.Terminal)
 }
 
@@ -152,7 +152,7 @@ func (w *world) thread(t *testing.T) *tether.Snapshot {
 	return snap
 }
 
-func (w *world) log(t *testing.T, runID string) []*tether.Event {
+func (w *world) log(t testing.TB, runID string) []*tether.Event {
 	t.Helper()
 	recs, err := w.st.ReadEvents(context.Background(), "t1", tether.OffsetStart, 10000)
 	if err != nil {
