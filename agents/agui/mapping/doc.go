@@ -23,6 +23,10 @@
 // events say what they said, and the out projection makes them again. So
 // are the timestamp and rawEvent of events that become Tether events.
 //
+// An event kept whole that is over MaxKept loses its rawEvent, and a RAW
+// event still over it is dropped: a LangGraph RAW event holds the graph's
+// whole state, and an event too large to store would end the run.
+//
 // A stream ends with its first RUN_FINISHED or RUN_ERROR: AG-UI allows
 // several runs in one stream, which this mapping refuses.
 package mapping

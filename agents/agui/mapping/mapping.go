@@ -3,8 +3,6 @@ package mapping
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -100,24 +98,6 @@ func (m *Mapper) Resume() {
 // null): the run's starting state with its STATE_SNAPSHOT and STATE_DELTA
 // events applied.
 func (m *Mapper) State() json.RawMessage { return m.state }
-
-// malformedError marks what an upstream did wrong, as opposed to a fault
-// here; its text is for people and quotes nothing the upstream sent but
-// event types.
-type malformedError struct{ msg string }
-
-func (e *malformedError) Error() string { return e.msg }
-
-func malformed(format string, args ...any) error {
-	return &malformedError{fmt.Sprintf(format, args...)}
-}
-
-// IsMalformed reports whether err says the upstream sent an event that
-// breaks AG-UI (as opposed to, say, an event too large to store).
-func IsMalformed(err error) bool {
-	var e *malformedError
-	return errors.As(err, &e)
-}
 
 // upstream is the part of an AG-UI event the mapping reads. Everything is
 // optional here; each type checks what it needs.
@@ -236,7 +216,30 @@ func (m *Mapper) Event(data []byte) ([]*tether.Event, error) {
 	}
 	// STEP_*, RAW, MESSAGES_SNAPSHOT, ACTIVITY_*, REASONING_ENCRYPTED_VALUE,
 	// SUBAGENT_*, and types this package does not know: kept as sent.
-	return []*tether.Event{{Type: tether.EventCustom, Name: "ag-ui." + u.Type, Data: json.RawMessage(bytes.Clone(data))}}, nil
+	return keep(u.Type, data), nil
+}
+
+// MaxKept is the size over which an event kept whole (as custom
+// "ag-ui.<TYPE>") loses its rawEvent, and a RAW event is dropped: they
+// repeat, for debugging, what the framework did (LangGraph's hold its
+// whole state), and one that does not fit in an event would end the run.
+const MaxKept = 256 << 10
+
+// keep returns the custom event that keeps an upstream event whole.
+func keep(typ string, data []byte) []*tether.Event {
+	if len(data) > MaxKept {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) == nil {
+			delete(m, "rawEvent")
+			if b, err := json.Marshal(m); err == nil {
+				data = b
+			}
+		}
+		if len(data) > MaxKept && typ == "RAW" {
+			return nil
+		}
+	}
+	return []*tether.Event{{Type: tether.EventCustom, Name: "ag-ui." + typ, Data: json.RawMessage(bytes.Clone(data))}}
 }
 
 // known lists the AG-UI types the mapping reads fields of.

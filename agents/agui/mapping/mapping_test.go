@@ -323,3 +323,25 @@ func TestMappingResume(t *testing.T) {
 	}
 	_ = tether.EventRunFinished
 }
+
+// A large event kept whole loses its rawEvent; a RAW event still too
+// large is dropped, rather than end the run on the size of an event.
+func TestMappingLargeKept(t *testing.T) {
+	big := strings.Repeat("x", MaxKept)
+	m := New(Options{RunID: "run1"})
+	if _, err := m.Event([]byte(`{"type":"RUN_STARTED"}`)); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := m.Event([]byte(`{"type":"STEP_STARTED","stepName":"a","rawEvent":{"big":"` + big + `"}}`))
+	if err != nil || len(evs) != 1 || string(evs[0].Data) != `{"stepName":"a","type":"STEP_STARTED"}` {
+		t.Fatalf("%v %v", evs, err)
+	}
+	evs, err = m.Event([]byte(`{"type":"RAW","event":{"big":"` + big + `"}}`))
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("a RAW event over MaxKept: %d events, %v", len(evs), err)
+	}
+	evs, err = m.Event([]byte(`{"type":"RAW","event":{"small":1}}`))
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("a small RAW event: %d events, %v", len(evs), err)
+	}
+}
