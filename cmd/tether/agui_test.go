@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+
+	tether "github.com/tetherhq/tether"
 )
 
 func TestAGUIAgentsFlag(t *testing.T) {
@@ -37,6 +40,21 @@ func TestAGUIAgentsFlag(t *testing.T) {
 	} {
 		if _, err := aguiAgents(bad, log, "demo"); err == nil {
 			t.Errorf("%q was accepted", bad)
+		}
+	}
+}
+
+// tether tail shows what a state event sets.
+func TestTailStateEvents(t *testing.T) {
+	for _, c := range []struct {
+		ev   tether.Event
+		want string
+	}{
+		{tether.Event{Type: tether.EventStateSnapshot, State: json.RawMessage(`{"steps":["plan"]}`)}, `{"steps":["plan"]}`},
+		{tether.Event{Type: tether.EventStateDelta, Patch: json.RawMessage(`[{"op":"add","path":"/n","value":1}]`)}, `[{"op":"add","path":"/n","value":1}]`},
+	} {
+		if got := summary(&c.ev); got != c.want {
+			t.Errorf("%s: %q, want %q", c.ev.Type, got, c.want)
 		}
 	}
 }
