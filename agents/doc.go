@@ -5,8 +5,9 @@
 // The same Agent runs in-process (package agents/runner, which claims runs
 // from the engine) or in a separate worker process (the Go client's worker,
 // over HTTP): only the [Transport] under the Session differs. Built-in
-// agents live in subpackages: demo (deterministic and scripted, the default)
-// and openai (any OpenAI-compatible streaming chat endpoint).
+// agents live in subpackages: demo (deterministic and scripted, the default),
+// openai (any OpenAI-compatible streaming chat endpoint) and agui (any AG-UI
+// agent, by URL: pydantic-ai, LangGraph and others).
 //
 // # Caveats
 //

@@ -184,6 +184,17 @@ func (s *Session) Wait(ctx context.Context, kind string, payload any) (json.RawM
 	return s.t.WaitInput(ctx, req.ID)
 }
 
+// Ask asks for input with a request the agent names itself (run.waiting
+// with req) and returns the answer once a client posts it. req.ID must be
+// a valid id not used before in the run; Wait makes one.
+func (s *Session) Ask(ctx context.Context, req tether.Request) (json.RawMessage, error) {
+	r := req
+	if err := s.Emit(ctx, &tether.Event{Type: tether.EventRunWaiting, Request: &r}); err != nil {
+		return nil, err
+	}
+	return s.t.WaitInput(ctx, req.ID)
+}
+
 // Finish ends the run with a status (done, error or cancelled) and, for
 // error, what went wrong (shown to clients as is).
 func (s *Session) Finish(ctx context.Context, status tether.RunStatus, info *tether.ErrorInfo) error {

@@ -1,7 +1,9 @@
 package runs
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -86,5 +88,58 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Snapshot()
+	}
+}
+
+// BenchmarkApplyStateDelta folds state.delta events into a thread whose
+// state is about size bytes (an array of objects and a counter): a delta
+// costs a scan of the state, not a decoding of it. replace changes the
+// counter and a member of the first item; append adds to the array (which
+// so grows by up to 1024 items during the benchmark).
+func BenchmarkApplyStateDelta(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		size  int
+		patch string
+	}{
+		{"replace/state=1KiB", 1 << 10, `[{"op":"replace","path":"/count","value":2},{"op":"replace","path":"/items/0/title","value":"x"}]`},
+		{"replace/state=10KiB", 10 << 10, `[{"op":"replace","path":"/count","value":2},{"op":"replace","path":"/items/0/title","value":"x"}]`},
+		{"replace/state=100KiB", 100 << 10, `[{"op":"replace","path":"/count","value":2},{"op":"replace","path":"/items/0/title","value":"x"}]`},
+		{"append/state=100KiB", 100 << 10, `[{"op":"add","path":"/items/-","value":{"id":0,"title":"new"}}]`},
+	} {
+		size := c.size
+		b.Run(c.name, func(b *testing.B) {
+			items := make([]string, 0, size/32)
+			for len(items)*32 < size {
+				items = append(items, fmt.Sprintf(`{"id":%d,"title":"item number %06d"}`, len(items), len(items)))
+			}
+			doc := `{"items":[` + strings.Join(items, ",") + `],"count":1}`
+			s := mustFold(b, runCreated("r1"), runStarted("r1"),
+				&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(doc)})
+			patch := json.RawMessage(c.patch)
+			const chunk = 1024
+			evs := make([]tether.Event, chunk)
+			next := 3
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				j := i % chunk
+				if j == 0 {
+					b.StopTimer()
+					// Start again from the snapshot, so that an append
+					// grows the state by at most one chunk.
+					s = mustFold(b, runCreated("r1"), runStarted("r1"),
+						&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(doc)})
+					next = 3
+					for k := range evs {
+						next++
+						evs[k] = tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: patch, TS: at(next), Offset: offset(next)}
+					}
+					b.StartTimer()
+				}
+				if err := s.Apply(&evs[j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

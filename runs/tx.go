@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 
@@ -483,14 +484,19 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 	var next json.RawMessage
 	if e.Type == tether.EventStateSnapshot {
 		if !isNull(e.State) {
-			next = e.State
+			// Kept compact, which state.delta relies on (applyCompact).
+			var c bytes.Buffer
+			if err := json.Compact(&c, e.State); err != nil { // unreachable: checkShape checked it
+				return badRequest("field %q of %s is not valid JSON", "state", e.Type)
+			}
+			next = c.Bytes()
 		}
 	} else {
 		ops, err := parsePatch(e.Patch)
 		if err != nil { // unreachable: checkShape parsed it
 			return badRequest("field %q of %s is not a JSON Patch (RFC 6902): %v", "patch", e.Type, err)
 		}
-		if next, err = applyPatch(tx.State(), ops); err != nil {
+		if next, err = applyCompact(tx.State(), ops); err != nil {
 			return conflict("the patch of %s does not apply to the thread's state: %v", e.Type, err)
 		}
 	}

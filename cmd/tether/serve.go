@@ -45,6 +45,7 @@ type serveConfig struct {
 	maxBody, maxEvent, maxWSSubs                                                     int
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
+	aguiAgents                                                                       []string
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -75,6 +76,8 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
 	fs.StringVar(&c.openaiBaseURL, "openai-base-url", fs.envOr("TETHER_OPENAI_BASE_URL", ""), "OpenAI-compatible API base URL for the openai agent, e.g. "+openai.DefaultBaseURL+" ($TETHER_OPENAI_BASE_URL)")
 	fs.StringVar(&c.openaiModel, "openai-model", fs.envOr("TETHER_OPENAI_MODEL", ""), "model for the openai agent (runs may override it in metadata.openai.model) ($TETHER_OPENAI_MODEL)")
+	aguiList := &agentList{items: splitList(fs.envOr("TETHER_AG_UI_AGENTS", ""))}
+	fs.Var(aguiList, "ag-ui-agent", "an AG-UI agent behind Tether: NAME=URL, runs of agent NAME are POSTed to the AG-UI endpoint URL and what it streams is appended to them; repeat the flag (or separate with commas) for more ($TETHER_AG_UI_AGENTS, comma-separated)")
 	fs.StringVar(&c.cors, "cors-origins", fs.envOr("TETHER_CORS_ORIGINS", ""), "comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser, writes included, or * ($TETHER_CORS_ORIGINS)")
 	fs.StringVar(&c.logLevel, "log-level", fs.envOr("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error ($TETHER_LOG_LEVEL)")
 	fs.StringVar(&c.logFormat, "log-format", fs.envOr("TETHER_LOG_FORMAT", "text"), "text or json ($TETHER_LOG_FORMAT)")
@@ -95,6 +98,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
 	c.loopbackWebhooks = *loopbackWebhooks
+	c.aguiAgents = aguiList.items
 	// The key comes only from the environment, so that it never shows in
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
@@ -279,7 +283,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 }
 
 // localAgents returns the in-process agents: demo always, openai when it
-// is the default agent or configured.
+// is the default agent or configured, and each --ag-ui-agent.
 func localAgents(c serveConfig, log *slog.Logger) (map[string]agents.Agent, error) {
 	local := map[string]agents.Agent{demo.Name: demo.New()}
 	if c.agent == openai.Name || c.openaiBaseURL != "" || c.openaiModel != "" {
@@ -292,6 +296,13 @@ func localAgents(c serveConfig, log *slog.Logger) (map[string]agents.Agent, erro
 			return nil, fmt.Errorf("openai agent: %w", err)
 		}
 		local[openai.Name] = a
+	}
+	proxies, err := aguiAgents(c.aguiAgents, log, demo.Name, openai.Name)
+	if err != nil {
+		return nil, err
+	}
+	for name, a := range proxies {
+		local[name] = a
 	}
 	return local, nil
 }

@@ -138,6 +138,10 @@ func summary(ev *tether.Event) string {
 		return s
 	case tether.EventCustom:
 		return fmt.Sprintf("%s %s", ev.Name, shorten(string(ev.Data), n))
+	case tether.EventStateSnapshot:
+		return shorten(string(ev.State), n)
+	case tether.EventStateDelta:
+		return shorten(string(ev.Patch), n)
 	}
 	return "run " + ev.RunID
 }

@@ -1,0 +1,233 @@
+package agui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agents"
+	"github.com/tetherhq/tether/agents/agui/mapping"
+)
+
+// Options configure an agent. URL is required.
+type Options struct {
+	// URL is the upstream AG-UI endpoint, http or https, to which each run
+	// is POSTed as a RunAgentInput.
+	URL string
+	// HTTPClient sends the requests. Defaults to a client with no overall
+	// timeout (runs stream for minutes) and a 30s timeout for the
+	// response headers.
+	HTTPClient *http.Client
+	// Logger receives a warning for each run that fails upstream (the
+	// status, never the body). Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// headerTimeout bounds the wait for the upstream's response headers.
+const headerTimeout = 30 * time.Second
+
+// maxBatch is how many events one append carries at most.
+const maxBatch = 256
+
+// Agent proxies an upstream AG-UI agent: each run is one or more requests
+// upstream (one more per interrupt answered), whose events are mapped
+// (package mapping) and appended to the run as they arrive. It is safe for
+// concurrent use.
+type Agent struct {
+	opts   Options
+	client *http.Client
+	log    *slog.Logger
+}
+
+// New returns an agent for the upstream at opts.URL, or an error if the
+// URL is not an absolute http or https URL.
+func New(opts Options) (*Agent, error) {
+	u, err := url.Parse(opts.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("agui: %q is not an http or https URL", opts.URL)
+	}
+	a := &Agent{opts: opts, client: opts.HTTPClient, log: opts.Logger}
+	if a.client == nil {
+		a.client = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			ResponseHeaderTimeout: headerTimeout,
+			MaxIdleConnsPerHost:   16,
+		}}
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a, nil
+}
+
+// Run implements agents.Agent.
+func (a *Agent) Run(ctx context.Context, s *agents.Session) error {
+	taken := make(map[string]bool, len(s.Messages))
+	for _, m := range s.Messages {
+		taken[m.ID] = true
+	}
+	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Taken: func(id string) bool { return taken[id] }})
+	var resume []byte
+	for n := 0; ; n++ {
+		runID := s.Run.ID
+		if n > 0 {
+			runID += "-" + strconv.Itoa(n)
+		}
+		body, err := input(s, m, runID, resume)
+		if err != nil {
+			return err
+		}
+		if f := a.stream(ctx, s, m, body); f != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			a.log.Warn("ag-ui agent failed", "run", s.Run.ID, "agent", s.Run.Agent, "code", f.info.Code, "err", f.cause)
+			info := f.info
+			if err := s.Finish(ctx, tether.RunError, &info); err != nil {
+				return err
+			}
+			return nil
+		}
+		req := m.Waiting()
+		if req == nil {
+			return nil // the run finished with the upstream's
+		}
+		value, err := s.Ask(ctx, *req)
+		if err != nil {
+			return err
+		}
+		resume = resumeOf(value, req)
+		m.Resume()
+	}
+}
+
+// stream sends one request upstream and appends what it streams back,
+// until its run ends (RUN_FINISHED, RUN_ERROR) or the stream does.
+func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper, body []byte) *failure {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.opts.URL, bytes.NewReader(body))
+	if err != nil {
+		return fail(CodeUpstreamError, "The AG-UI agent could not be reached.", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := a.client.Do(req)
+	if err != nil {
+		return fail(CodeUpstreamError, "The AG-UI agent could not be reached.", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+		return fail(CodeUpstreamError, fmt.Sprintf("The AG-UI agent answered HTTP %d.", res.StatusCode), fmt.Errorf("status %d", res.StatusCode))
+	}
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return fail(CodeUpstreamError, "The AG-UI agent did not answer with an event stream.", fmt.Errorf("content type %q", mt))
+	}
+
+	// The reader maps events as they come; the loop below appends them,
+	// all that came during the previous append in one.
+	batches := make(chan []*tether.Event, 64)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		readErr <- frames(res.Body, func(data []byte) error {
+			evs, err := m.Event(data)
+			if err != nil {
+				return err
+			}
+			if len(evs) > 0 {
+				select {
+				case batches <- evs:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if m.Ended() {
+				return errEnded
+			}
+			return nil
+		})
+	}()
+	for evs := range batches {
+		evs = drain(evs, batches)
+		if err := s.Emit(ctx, coalesce(evs)...); err != nil {
+			cancel()
+			for range batches {
+			}
+			if ctx.Err() != nil {
+				return nil // cancelled: the caller ends the run
+			}
+			return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
+		}
+	}
+	err = <-readErr
+	switch {
+	case errors.Is(err, errEnded):
+		return nil
+	case ctx.Err() != nil:
+		return nil // cancelled: the caller ends the run
+	case mapping.IsMalformed(err):
+		return fail(CodeUpstreamError, "The AG-UI agent sent "+err.Error()+".", err)
+	case errors.Is(err, errFrameTooLarge):
+		return fail(CodeUpstreamError, "The AG-UI agent sent "+err.Error()+".", err)
+	case err != nil:
+		return fail(CodeUpstreamDisconnected, "The connection to the AG-UI agent dropped before the run finished.", err)
+	}
+	return fail(CodeUpstreamDisconnected, "The AG-UI agent's stream ended before the run finished.", errors.New("no RUN_FINISHED"))
+}
+
+// errEnded stops the reader once the upstream run ended: what follows is
+// not read.
+var errEnded = errors.New("run ended")
+
+// drain adds the batches already waiting to evs, up to maxBatch events.
+func drain(evs []*tether.Event, batches <-chan []*tether.Event) []*tether.Event {
+	for len(evs) < maxBatch {
+		select {
+		case more, ok := <-batches:
+			if !ok {
+				return evs
+			}
+			evs = append(evs, more...)
+		default:
+			return evs
+		}
+	}
+	return evs
+}
+
+// maxCoalesced bounds a delta made of several, well under the size of an
+// event.
+const maxCoalesced = 64 << 10
+
+// coalesce joins consecutive deltas of the same message (and tool call)
+// into one event: a fast upstream costs one event per append, not per
+// token.
+func coalesce(evs []*tether.Event) []*tether.Event {
+	out := evs[:0:0]
+	for _, e := range evs {
+		if n := len(out); n > 0 {
+			p := out[n-1]
+			if p.Type == e.Type && p.MessageID == e.MessageID && p.CallID == e.CallID &&
+				(e.Type == tether.EventTextDelta || e.Type == tether.EventReasoningDelta || e.Type == tether.EventToolDelta) &&
+				len(p.Delta)+len(e.Delta) <= maxCoalesced {
+				c := *p
+				c.Delta += e.Delta
+				out[n-1] = &c
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,26 @@
+package agui
+
+import tether "github.com/tetherhq/tether"
+
+// failure is why a run ends error: what clients read (info), and for the
+// log what happened.
+type failure struct {
+	info  tether.ErrorInfo
+	cause error
+}
+
+// Codes of the errors a run of this agent ends with besides the
+// upstream's own (RUN_ERROR's code, else mapping.ErrorCode). Their
+// messages are written for people and never quote the upstream's body.
+const (
+	// CodeUpstreamError: the upstream answered a non-2xx status, could not
+	// be reached, did not stream AG-UI, or sent an event that breaks AG-UI.
+	CodeUpstreamError = "upstream_error"
+	// CodeUpstreamDisconnected: the stream ended before RUN_FINISHED or
+	// RUN_ERROR. What was streamed stays in the run.
+	CodeUpstreamDisconnected = "upstream_disconnected"
+)
+
+func fail(code, msg string, cause error) *failure {
+	return &failure{info: tether.ErrorInfo{Code: code, Message: msg}, cause: cause}
+}
