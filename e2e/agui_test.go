@@ -213,7 +213,7 @@ func TestAGUIPydanticAI(t *testing.T) {
 		}
 		if r.Status != tether.RunDone || tool == nil || tool.Name != "lookup" || tool.Status != tether.ToolDone ||
 			string(tool.Input) != `{"city":"Paris"}` || string(tool.Output) != `"sunny in Paris"` {
-			t.Fatalf("run %s, tool %+v (input %s)", r.Status, tool, tool.Input)
+			t.Fatalf("run %s (error %+v), tool %+v", r.Status, r.Error, tool)
 		}
 		if fa := s.finalAnswer(t, tid); fa.Content != "Done: lookup said sunny in Paris. " {
 			t.Fatalf("final answer %q", fa.Content)

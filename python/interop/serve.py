@@ -26,6 +26,9 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # Listen before saying so: uvicorn listens only once its server has
+    # started, and a client told the URL earlier is refused.
+    sock.listen(2048)
     print(f"listening http://127.0.0.1:{port}/agent", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
