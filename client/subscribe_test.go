@@ -263,7 +263,7 @@ func TestSubscribeNoFalseStall(t *testing.T) {
 	resume := make(chan struct{})
 	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
 		st := openStream(w)
-		st.connected(50)
+		st.connected(250)
 		for range 20 {
 			time.Sleep(20 * time.Millisecond)
 			st.raw("event: ping\ndata: {}\n\n")
@@ -283,7 +283,7 @@ func TestSubscribeNoFalseStall(t *testing.T) {
 		}
 		got = append(got, u.Event.Offset)
 		if len(got) == 1 {
-			time.Sleep(500 * time.Millisecond) // 3 heartbeats is 150ms
+			time.Sleep(1500 * time.Millisecond) // 3 heartbeats is 750ms
 			close(resume)
 		}
 	}
