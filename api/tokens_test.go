@@ -26,7 +26,7 @@ var (
 // clock is a test clock: real time moved by an offset.
 type clock struct{ off atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // mint signs claims with HS256 and key (tkSecret if nil). exp, aud and
