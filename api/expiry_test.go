@@ -17,7 +17,8 @@ import (
 // open) and a token of user A that expires in a minute by clock c.
 func newExpiryEnv(t *testing.T, c *clock) (*env, string) {
 	t.Helper()
-	v := newTokenEnv(t, c, api.Options{Heartbeat: 40 * time.Millisecond})
+	// Long polls would wait a minute but for the token's exp.
+	v := newTokenEnv(t, c, api.Options{Heartbeat: 40 * time.Millisecond, LongPollTimeout: time.Minute})
 	claims := userClaims(c, "alice", nil)
 	claims["exp"] = c.now().Add(time.Minute).Unix()
 	tok := mint(t, nil, claims)
@@ -33,13 +34,16 @@ func newExpiryEnv(t *testing.T, c *clock) (*env, string) {
 func TestSSEEndsAtTokenExpiry(t *testing.T) {
 	for _, c := range []struct {
 		name, path string
-		// last is the stream's last frame: its event name, or for AG-UI
-		// (whose stream is reset as for any cut) "".
+		// last is the stream's last frame: its event name, or "" for
+		// the AG-UI stream (reset as for any cut) and the AI SDK's
+		// (ended), which have no reconnect event.
 		last string
 	}{
 		{"thread events", "/v1/threads/tA/events", "reconnect"},
 		{"run events", "/v1/runs/{rid}/events", "reconnect"},
 		{"ag-ui thread", "/v1/ag-ui/threads/tA/events", ""},
+		// The AI SDK's stream ends as at shutdown: useChat resumes it.
+		{"ai-sdk stream", "/v1/ai-sdk/ext/chat/tA/stream", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var clk clock
@@ -67,7 +71,7 @@ func TestSSEEndsAtTokenExpiry(t *testing.T) {
 			}
 			if c.last == "" {
 				if last.event == "reconnect" {
-					t.Fatalf("AG-UI stream ended with %+v; want a reset", last)
+					t.Fatalf("stream ended with %+v, which its clients do not know", last)
 				}
 				return
 			}
@@ -138,5 +142,36 @@ func TestTokenExpired(t *testing.T) {
 	}
 	if _, res, err := v.dialWS("?access_token="+tok, nil); err == nil || res == nil || res.StatusCode != 401 {
 		t.Fatalf("WebSocket with an expired token: %v %v", res, err)
+	}
+}
+
+// A Durable Streams SSE read ends at its token's exp with reconnect
+// token_expired, and a long poll answers (204) by then; the clock is set
+// just short of exp before each request, since these wait on timers.
+func TestDurableStreamsEndAtTokenExpiry(t *testing.T) {
+	var clk clock
+	v, tok := newExpiryEnv(t, &clk)
+	exp := clk.now().Add(time.Minute).Truncate(time.Second)
+	clk.advance(exp.Sub(clk.now()) - 50*time.Millisecond)
+	s := v.sse("GET", "/v1/stream/threads/tA?offset=-1&live=sse", nil, bearer(tok)...)
+	var last frame
+	for {
+		f, err := s.next()
+		if err != nil {
+			break
+		}
+		last = f
+	}
+	if last.event != "reconnect" || last.data != `{"reason":"token_expired"}` {
+		t.Fatalf("last frame %+v, want reconnect token_expired", last)
+	}
+
+	clk.advance(exp.Sub(clk.now()) - 50*time.Millisecond)
+	r := v.do("HEAD", "/v1/stream/threads/tA", nil, bearer(tok)...)
+	next := r.header.Get("Stream-Next-Offset")
+	start := time.Now()
+	r = v.do("GET", "/v1/stream/threads/tA?offset="+next+"&live=long-poll", nil, bearer(tok)...)
+	if r.status != http.StatusNoContent || time.Since(start) > 30*time.Second {
+		t.Fatalf("long poll at exp: %d %s after %v", r.status, r.body, time.Since(start))
 	}
 }

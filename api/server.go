@@ -220,7 +220,8 @@ func (s *Server) routes() []route {
 		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, BaseURL: s.opts.PublicURL, Stopping: s.stopping, Logger: s.log,
-			Live: s.live,
+			Live: s.live, Expires: func(r *http.Request) time.Time { return principalOf(r).Expires },
+			Now: s.opts.Tokens.Now,
 		})
 		// Every stream, thread log (threads/) and subscription (__ds/) is
 		// the clients': thread logs hold the users' input, and a worker
