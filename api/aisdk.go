@@ -373,9 +373,12 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			return
 		case <-s.beat.next():
 			if s.expired(exp) {
-				// The token expired: the stream ends, as at shutdown, and
-				// the client resumes (GET …/stream) with a fresh one.
-				return
+				// The token expired. A clean end would read as the
+				// answer's end to the default transport, so the response
+				// is aborted, an error the client sees as one; it resumes
+				// (GET …/stream) with a fresh token.
+				flush()
+				panic(http.ErrAbortHandler)
 			}
 			if time.Since(pinged) >= s.opts.Heartbeat {
 				// A comment: the AI SDK's parser skips it; it keeps
