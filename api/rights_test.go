@@ -78,6 +78,8 @@ func TestTokenRights(t *testing.T) {
 		{"POST", "/v1/runs/" + f.runID + "/cancel", ``},
 		{"POST", "/v1/runs/" + f.runID + "/input", `{"request_id":"q","value":1}`},
 		{"POST", "/v1/ai-sdk/demo/chat/tA/stop", ``},
+		{"POST", "/v1/ai-sdk/demo/chat", `{"id":"tA","trigger":"submit-message","messages":[{"id":"u9","role":"user","parts":[{"type":"text","text":"hi"}]}]}`},
+		{"POST", "/v1/ai-sdk/demo/chat", `{"id":"fresh2","trigger":"submit-message","messages":[{"id":"u9","role":"user","parts":[{"type":"text","text":"hi"}]}]}`},
 		{"POST", "/v1/ag-ui/demo", `{"threadId":"tA","runId":"x","state":{},"messages":[],"tools":[],"context":[],"forwardedProps":{}}`},
 		{"POST", "/v1/ag-ui/demo", `{"threadId":"fresh","runId":"x","state":{},"messages":[],"tools":[],"context":[],"forwardedProps":{}}`},
 	} {

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -49,6 +50,8 @@ type TokenOptions struct {
 	Leeway time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Logger logs failed JWKS fetches. Defaults to the server's logger.
+	Logger *slog.Logger
 }
 
 // Enabled reports whether any key is configured: turning tokens on turns
@@ -136,7 +139,7 @@ func newVerifier(o TokenOptions) (*verifier, error) {
 	}
 	v := &verifier{opts: o, parser: jwt.NewParser(popts...)}
 	if o.JWKSURL != "" {
-		v.jwks = newJWKS(o.JWKSURL, o.JWKSRefresh, o.JWKSMinRefetch, o.Now)
+		v.jwks = newJWKS(o.JWKSURL, o.JWKSRefresh, o.JWKSMinRefetch, o.Now, o.Logger)
 	}
 	return v, nil
 }

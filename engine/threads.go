@@ -20,8 +20,8 @@ func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawM
 
 // CreateOwnedThread is CreateThread for a thread owned by owner (the sub of
 // a signed token; see tether.Thread.Owner). A thread that exists is
-// returned as it is, with its own owner, whatever owner says: the caller
-// decides whether its user may see it.
+// returned (or refused for other metadata) as it is, with its own owner,
+// whatever owner says: the caller decides whether its user may see it.
 func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metadata json.RawMessage) (tether.Thread, bool, error) {
 	if e.closed.Load() {
 		return tether.Thread{}, false, errClosed
@@ -45,9 +45,6 @@ func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metada
 	rec, err := e.st.Thread(ctx, id)
 	if err != nil {
 		return tether.Thread{}, false, e.storeErr(err, "thread %s", id)
-	}
-	if rec.Thread.Owner != owner {
-		return rec.Thread, false, nil // not the caller's: no word on its metadata
 	}
 	if !sameJSON(rec.Thread.Metadata, metadata) {
 		return tether.Thread{}, false, tether.Errorf(tether.CodeConflict, "thread %s already exists with other metadata", id)
