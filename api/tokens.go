@@ -32,7 +32,8 @@ type TokenOptions struct {
 	PublicKeys []crypto.PublicKey
 	// JWKSURL is a JWKS (RFC 7517) of public keys, fetched when first
 	// needed, re-fetched for a kid it does not hold (at most once per
-	// JWKSMinRefetch) and every JWKSRefresh. Defaults to none.
+	// JWKSMinRefetch) and, in the background, once it is JWKSRefresh old.
+	// Defaults to none.
 	JWKSURL string
 	// JWKSRefresh is how old the fetched JWKS may get before it is
 	// fetched again. Defaults to 10m.
