@@ -65,8 +65,8 @@ func TestTokensOnNodes(t *testing.T) {
 	for i, v := range nodes {
 		var snap tether.Snapshot
 		v.mustDo(200, "GET", "/v1/threads/tA", nil, alice...).json(&snap)
-		if len(snap.Runs) != 1 || snap.Runs[0].ID != run.ID {
-			t.Fatalf("node %d: user A's thread: %+v", i, snap.Runs)
+		if len(snap.Runs) != 1 || snap.Runs[0].ID != run.ID || snap.Thread.Owner != "alice" {
+			t.Fatalf("node %d: user A's thread: %+v %+v", i, snap.Thread, snap.Runs)
 		}
 		var page struct{ Threads []tether.Thread }
 		v.mustDo(200, "GET", "/v1/threads", nil, alice...).json(&page)

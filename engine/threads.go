@@ -58,7 +58,11 @@ func (e *Engine) Thread(ctx context.Context, id string) (*tether.Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	return t.snapshotState().Snapshot(), nil
+	snap := t.snapshotState().Snapshot()
+	t.wmu.Lock()
+	snap.Thread.Owner = t.row.Owner // a row's, not the log's
+	t.wmu.Unlock()
+	return snap, nil
 }
 
 // ThreadOwner returns the owner of a thread (tether.Thread.Owner). It
