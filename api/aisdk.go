@@ -41,7 +41,9 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap, err := s.e.Thread(ctx, req.ID)
-	if errors.Is(err, tether.ErrNotFound) {
+	if err == nil && !p.sees(snap.Thread.Owner, req.ID) {
+		err = errThreadNotFound(req.ID) // created by someone else since allowCreate looked
+	} else if errors.Is(err, tether.ErrNotFound) {
 		snap = nil
 		var (
 			th      tether.Thread
@@ -163,7 +165,8 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	after, runID := q.Get("after"), q.Get("run_id")
 	if after == "" && runID == "" {
 		th, err := s.e.Thread(r.Context(), threadID)
-		if errors.Is(err, tether.ErrNotFound) {
+		if errors.Is(err, tether.ErrNotFound) || err == nil && !principalOf(r).sees(th.Thread.Owner, threadID) {
+			// None yet, or (created since guard looked) not the user's.
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -252,6 +255,9 @@ func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	th, err := s.e.Thread(r.Context(), r.PathValue("chat"))
+	if err == nil && !principalOf(r).sees(th.Thread.Owner, th.Thread.ID) {
+		err = errThreadNotFound(th.Thread.ID) // created since guard looked, not the user's
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -272,7 +278,8 @@ func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 // useChat's messages ([] for a chat that does not exist yet).
 func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
 	snap, err := s.e.Thread(r.Context(), r.PathValue("chat"))
-	if errors.Is(err, tether.ErrNotFound) {
+	if errors.Is(err, tether.ErrNotFound) || err == nil && !principalOf(r).sees(snap.Thread.Owner, snap.Thread.ID) {
+		// None yet, or (created since guard looked) not the user's.
 		writeJSON(w, http.StatusOK, []aisdk.UIMessage{})
 		return
 	}
@@ -306,6 +313,11 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		return
 	}
 	defer sub.Close()
+	// The chat may not have existed when guard looked (aisdkResume).
+	if err := s.allow(ctx, principalOf(r), actRead, sub.ThreadID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	proj, first, at, err := start(sub)
 	if err != nil {
 		s.writeError(w, r, err)

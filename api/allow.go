@@ -59,11 +59,16 @@ func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
 	case actStream:
 		return s.allowStream(ctx, p, r)
 	}
-	tid := r.PathValue("tid")
-	if tid == "" {
-		tid = r.PathValue("chat")
+	if chat := r.PathValue("chat"); chat != "" {
+		// The AI SDK's routes answer a chat that does not exist yet (204,
+		// [], 404), as useChat expects of a new chat: one the user may
+		// not see is let through to be answered the same, by the
+		// handlers, which check the thread they find (aisdk.go).
+		if err := s.allow(ctx, p, rt.act, chat); err != nil && tether.CodeOf(err) != tether.CodeNotFound {
+			return err
+		}
 	}
-	if tid != "" {
+	if tid := r.PathValue("tid"); tid != "" {
 		if err := s.allow(ctx, p, rt.act, tid); err != nil {
 			return err
 		}
@@ -77,15 +82,16 @@ func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
 // allow is the rule of a signed client token on a thread: it may see the
 // threads it owns and those its patterns match (others are not_found, so
 // that it learns nothing of them), and do to them what its rights say
-// (forbidden otherwise). A thread that does not exist is let through: the
-// route answers not_found itself (or creates it, see allowCreate).
+// (forbidden otherwise). A thread that does not exist is not_found here
+// too, not let through to the route: created by another user just after
+// this check, it would be served to this one.
 func (s *Server) allow(ctx context.Context, p Principal, a act, threadID string) error {
 	if !p.scoped() {
 		return nil
 	}
 	owner, err := s.e.ThreadOwner(ctx, threadID)
 	if errors.Is(err, tether.ErrNotFound) {
-		return nil
+		return errThreadNotFound(threadID)
 	}
 	if err != nil {
 		return err
@@ -103,13 +109,13 @@ func (s *Server) allowRun(ctx context.Context, p Principal, a act, runID string)
 	}
 	tid, owner, err := s.e.RunThread(ctx, runID)
 	if errors.Is(err, tether.ErrNotFound) {
-		return nil
+		return errRunNotFound(runID)
 	}
 	if err != nil {
 		return err
 	}
 	if !p.sees(owner, tid) {
-		return tether.Errorf(tether.CodeNotFound, "run %s not found", truncate(runID, 140))
+		return errRunNotFound(runID)
 	}
 	return allowFlag(p, a)
 }
@@ -173,7 +179,7 @@ func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) 
 		if err != nil && !errors.Is(err, tether.ErrNotFound) {
 			return err
 		}
-		if err == nil && !p.sees(owner, tid) {
+		if err != nil || !p.sees(owner, tid) {
 			return tether.Errorf(tether.CodeNotFound, "stream not found")
 		}
 		return nil
@@ -191,4 +197,8 @@ func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) 
 // exist, word for word.
 func errThreadNotFound(id string) error {
 	return tether.Errorf(tether.CodeNotFound, "thread %s not found", truncate(id, 140))
+}
+
+func errRunNotFound(id string) error {
+	return tether.Errorf(tether.CodeNotFound, "run %s not found", truncate(id, 140))
 }

@@ -122,3 +122,38 @@ func TestTokenRights(t *testing.T) {
 		t.Errorf("another worker reads the run: %d %s", r.status, r.body)
 	}
 }
+
+// User B cannot tell user A's thread from one that does not exist: every
+// route answers both alike, status and body, but for the id.
+func TestOthersThreadLooksMissing(t *testing.T) {
+	var c clock
+	v := newTokenEnv(t, &c, api.Options{})
+	f := v.tokenFixture(&c)
+	b := append(bearer(f.bob), "Accept", "application/json")
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/threads/{t}", ""},
+		{"GET", "/v1/threads/{t}/events?after=-1", ""},
+		{"GET", "/v1/threads/{t}/final-answer", ""},
+		{"POST", "/v1/threads/{t}/runs", `{"agent":"ext"}`},
+		{"DELETE", "/v1/threads/{t}", ""},
+		{"GET", "/v1/ag-ui/threads/{t}/events", ""},
+		{"GET", "/v1/ai-sdk/ext/chat/{t}/messages", ""},
+		{"GET", "/v1/ai-sdk/ext/chat/{t}/stream", ""},
+		{"POST", "/v1/ai-sdk/ext/chat/{t}/stop", ""},
+		{"GET", "/v1/stream/threads/{t}?offset=-1", ""},
+	} {
+		answer := func(id string) (int, string) {
+			var body any
+			if r.body != "" {
+				body = strings.ReplaceAll(r.body, "{t}", id)
+			}
+			res := v.do(r.method, strings.ReplaceAll(r.path, "{t}", id), body, b...)
+			return res.status, strings.ReplaceAll(string(res.body), id, "{t}")
+		}
+		s1, b1 := answer("tA")
+		s2, b2 := answer("nope")
+		if s1 != s2 || b1 != b2 {
+			t.Errorf("%s %s: user A's thread %d %s; no thread %d %s", r.method, r.path, s1, b1, s2, b2)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func (d docRoute) userRule() userRule {
 			return userRule{ownerOK: true, other: 404, acts: set("read")}
 		case "run", "cancel", "answer", "delete":
 			return userRule{ownerOK: true, other: 404, acts: set(paren)}
+		case "others as new":
+			// Another's chat is a chat that does not exist yet (204, []).
+			return userRule{ownerOK: true, acts: set("read")}
 		case "listed", "each subscribe", "body: run":
 			// Checked by the handler (listing filter, each subscribe,
 			// the thread of the body), with the same rule.
