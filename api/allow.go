@@ -73,7 +73,9 @@ func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
 			return err
 		}
 	}
-	if rid := r.PathValue("rid"); rid != "" {
+	// AG-UI's run routes take "current" for the thread's active run: a
+	// run of {tid}, checked above.
+	if rid := r.PathValue("rid"); rid != "" && !(rid == "current" && r.PathValue("tid") != "") {
 		return s.allowRun(ctx, p, rt.act, rid)
 	}
 	return nil

@@ -19,7 +19,10 @@ func TestUserThreads(t *testing.T) {
 	f := v.tokenFixture(&c)
 	a, b := bearer(f.alice), bearer(f.bob)
 
-	for _, path := range []string{"/v1/threads/tA/events", "/v1/runs/" + f.runID + "/events", "/v1/ag-ui/threads/tA/events"} {
+	// User A follows the run AG-UI calls current.
+	s := v.sse("GET", "/v1/ag-ui/threads/tA/runs/current/events", nil, a...)
+	s.close()
+	for _, path := range []string{"/v1/threads/tA/events", "/v1/runs/" + f.runID + "/events", "/v1/ag-ui/threads/tA/events", "/v1/ag-ui/threads/tA/runs/current/events"} {
 		r := v.do("GET", path, nil, append(b, "Accept", "text/event-stream")...)
 		if r.status != 404 || strings.Contains(string(r.body), aliceSecret) {
 			t.Errorf("user B follows %s: %d %s", path, r.status, r.body)
