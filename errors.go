@@ -25,6 +25,10 @@ const (
 	CodeInternal     Code = "internal"     // a fault on the server; details are in its log
 )
 
+// CodeTokenExpired is the 401 of a signed token (JWT) whose exp is past:
+// the client fetches a fresh token rather than ask its user to sign in.
+const CodeTokenExpired Code = "token_expired"
+
 // Error is an error that can be shown to a client: a stable code and a
 // message free of internal detail. The cause, if any, is kept for logs and
 // errors.Is/As but is never sent to clients.
@@ -66,6 +70,7 @@ func (e *Error) Is(target error) bool {
 var (
 	ErrBadRequest   = &Error{Code: CodeBadRequest}
 	ErrUnauthorized = &Error{Code: CodeUnauthorized}
+	ErrTokenExpired = &Error{Code: CodeTokenExpired}
 	ErrForbidden    = &Error{Code: CodeForbidden}
 	ErrNotFound     = &Error{Code: CodeNotFound}
 	ErrConflict     = &Error{Code: CodeConflict}

@@ -33,11 +33,29 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	p := principalOf(r)
+	// Seen, or new and the token may create it; whether it may run or
+	// answer is known once the request is planned.
+	if err := s.allowCreate(ctx, p, actRead, req.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	snap, err := s.e.Thread(ctx, req.ID)
-	if errors.Is(err, tether.ErrNotFound) {
+	if err == nil && !p.sees(snap.Thread.Owner, req.ID) {
+		err = errThreadNotFound(req.ID) // created by someone else since allowCreate looked
+	} else if errors.Is(err, tether.ErrNotFound) {
 		snap = nil
-		if _, _, err = s.e.CreateThread(ctx, req.ID, nil); errors.Is(err, tether.ErrConflict) {
-			err = nil // created meanwhile, with metadata: it is there
+		var (
+			th      tether.Thread
+			created bool
+		)
+		th, created, err = s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
+		switch {
+		case errors.Is(err, tether.ErrConflict):
+			// Created meanwhile, with metadata: it is there; whose?
+			err = s.allow(ctx, p, actRead, req.ID)
+		case err == nil && !created && !p.sees(th.Owner, th.ID):
+			err = errThreadNotFound(th.ID) // created by someone else meanwhile
 		}
 	}
 	if err != nil {
@@ -46,6 +64,14 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	}
 	plan, err := aisdk.PlanChat(req, snap)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a := actRun
+	if plan.Answer != nil {
+		a = actAnswer
+	}
+	if err := allowFlag(p, a); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -139,7 +165,8 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	after, runID := q.Get("after"), q.Get("run_id")
 	if after == "" && runID == "" {
 		th, err := s.e.Thread(r.Context(), threadID)
-		if errors.Is(err, tether.ErrNotFound) {
+		if errors.Is(err, tether.ErrNotFound) || err == nil && !principalOf(r).sees(th.Thread.Owner, threadID) {
+			// None yet, or (created since guard looked) not the user's.
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -228,6 +255,9 @@ func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	th, err := s.e.Thread(r.Context(), r.PathValue("chat"))
+	if err == nil && !principalOf(r).sees(th.Thread.Owner, th.Thread.ID) {
+		err = errThreadNotFound(th.Thread.ID) // created since guard looked, not the user's
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -248,7 +278,8 @@ func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 // useChat's messages ([] for a chat that does not exist yet).
 func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
 	snap, err := s.e.Thread(r.Context(), r.PathValue("chat"))
-	if errors.Is(err, tether.ErrNotFound) {
+	if errors.Is(err, tether.ErrNotFound) || err == nil && !principalOf(r).sees(snap.Thread.Owner, snap.Thread.ID) {
+		// None yet, or (created since guard looked) not the user's.
 		writeJSON(w, http.StatusOK, []aisdk.UIMessage{})
 		return
 	}
@@ -275,12 +306,18 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 	}
 	defer done()
 	ctx := r.Context()
+	exp := principalOf(r).Expires
 	sub, err := s.subscribe(ctx, req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer sub.Close()
+	// The chat may not have existed when guard looked (aisdkResume).
+	if err := s.allow(ctx, principalOf(r), actRead, sub.ThreadID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	proj, first, at, err := start(sub)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -354,6 +391,14 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		case <-s.shutdown:
 			return
 		case <-s.beat.next():
+			if s.expired(exp) {
+				// The token expired. A clean end would read as the
+				// answer's end to the default transport, so the response
+				// is aborted, an error the client sees as one; it resumes
+				// (GET …/stream) with a fresh token.
+				flush()
+				panic(http.ErrAbortHandler)
+			}
 			if time.Since(pinged) >= s.opts.Heartbeat {
 				// A comment: the AI SDK's parser skips it; it keeps
 				// proxies from idling the stream out.
