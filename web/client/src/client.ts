@@ -1,6 +1,6 @@
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { LiveRun, LiveThread, type FollowOptions } from './live.js';
-import { TokenKeeper, type TokenSource } from './token.js';
+import { TokenKeeper, errorCode, type TokenSource } from './token.js';
 import {
   SubscriptionImpl,
   type ConnectionOptions,
@@ -72,15 +72,6 @@ export interface RunWithMessages {
 
 const enc = encodeURIComponent;
 
-// errorCode reads the code of an error answer without consuming it.
-async function errorCode(res: Response): Promise<string | undefined> {
-  try {
-    const body = (await res.clone().json()) as { error?: { code?: unknown } };
-    return typeof body?.error?.code === 'string' ? body.error.code : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 function newKey(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;

@@ -156,3 +156,21 @@ export class TokenKeeper {
     return exp - Math.min(this.opts.refreshAheadMs ?? 30_000, life / 2);
   }
 }
+
+/** @internal `init` with `Authorization: Bearer <token>` (none without a token). */
+export function authorized(init: RequestInit, token: string | undefined): RequestInit {
+  if (!token) return init;
+  const headers = new Headers(init.headers);
+  headers.set('Authorization', `Bearer ${token}`);
+  return { ...init, headers };
+}
+
+/** @internal The `error.code` of an error answer, read without consuming it. */
+export async function errorCode(res: Response): Promise<string | undefined> {
+  try {
+    const body = (await res.clone().json()) as { error?: { code?: unknown } };
+    return typeof body?.error?.code === 'string' ? body.error.code : undefined;
+  } catch {
+    return undefined;
+  }
+}
