@@ -1,0 +1,95 @@
+// The page with per-user tokens (JWTs) on the real binary in Chromium: a
+// login hook (`window.tetherToken`, as an operator's wrapper page sets it)
+// hands out short-lived tokens; the page follows a long demo run while its
+// tokens expire mid-answer, and ends with the complete answer, once.
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Server, assistantText, launch, newPage, send, shot, waitForRunStatus, waitForWords, type FinalAnswer } from './helpers.js';
+
+const SECRET = 'page-test-hmac-secret-of-more-than-32-bytes';
+
+/** An HS256 user token: the minimal one of the contract, `{sub, exp}`. */
+function mint(sub: string, lifeSeconds: number): string {
+  const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const head = b64({ alg: 'HS256', typ: 'JWT' });
+  const body = b64({ sub, exp: Math.floor(Date.now() / 1000) + lifeSeconds });
+  return `${head}.${body}.${createHmac('sha256', SECRET).update(`${head}.${body}`).digest('base64url')}`;
+}
+
+let browser: Browser;
+const cleanups: (() => Promise<unknown> | void)[] = [];
+
+beforeAll(async () => {
+  browser = await launch();
+});
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await Promise.resolve(c()).catch(() => {});
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe('chat page with expiring tokens', () => {
+  it('follows a long run while its token expires mid-answer: refreshed by the client, the complete answer once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-app-jwt-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const secretFile = join(dir, 'secret');
+    writeFileSync(secretFile, `${SECRET}\n`);
+    const server = await Server.start(['--jwt-secret-file', secretFile]);
+    cleanups.push(() => server.stop());
+    const { context, page, errors } = await newPage(browser);
+    cleanups.push(() => context.close());
+
+    // The login hook an operator's wrapper page would set, minting
+    // 6-second tokens for alice; the page never sees the secret.
+    const minted: { reason: string; token: string }[] = [];
+    await page.exposeFunction('mintTetherToken', (reason: string) => {
+      const token = mint('alice', 6);
+      minted.push({ reason, token });
+      return token;
+    });
+    await page.addInitScript(() => {
+      const w = window as unknown as { tetherToken: unknown; mintTetherToken: (reason: string) => Promise<string> };
+      w.tetherToken = (r: { reason: string }) => w.mintTetherToken(r.reason);
+    });
+    // Every request of the thread's event stream: its token and cursor.
+    const streams: { token: string; last: string | undefined }[] = [];
+    page.on('request', (req) => {
+      if (!/\/v1\/threads\/[^/]+\/events$/.test(new URL(req.url()).pathname)) return;
+      void req.allHeaders().then((h) => streams.push({ token: (h['authorization'] ?? '').replace(/^Bearer /, ''), last: h['last-event-id'] }));
+    });
+
+    // About 14 s of answer: more than two token lifetimes.
+    await page.goto(`${server.url}/?tokens=140&delay_ms=100`);
+    const tid = await send(page, 'Tell me a long story');
+    await waitForWords(page, 10);
+    await shot(page, '10-token-streaming');
+    await waitForRunStatus(page, 'done', 60_000);
+    await shot(page, '10-token-done');
+
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`, mint('alice', 60));
+    expect(fa.complete).toBe(true);
+    expect(fa.content.split(' ').length).toBeGreaterThanOrEqual(140);
+    expect(await assistantText(page)).toBe(fa.content);
+    const assistant = page.getByTestId('message').and(page.locator('[data-role="assistant"]'));
+    expect(await assistant.count()).toBe(1);
+    expect(await assistant.getByTestId('text-part').count()).toBe(1);
+
+    // The stream was ended at a token's exp mid-answer and resumed from its
+    // cursor with a newer token, more than once.
+    const resumed = streams.filter((s) => s.last);
+    expect(resumed.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(streams.map((s) => s.token)).size).toBeGreaterThanOrEqual(3);
+    for (const s of streams) expect(minted.map((m) => m.token)).toContain(s.token);
+    // Refreshed ahead of exp (and, if the server ended a stream first, on token_expired): never a prompt.
+    expect(minted.filter((m) => m.reason !== 'initial').length).toBeGreaterThanOrEqual(2);
+    expect(await page.getByTestId('token-prompt').count()).toBe(0);
+    // Never stored: the hook's tokens live in memory only.
+    expect(await page.evaluate(() => [sessionStorage.length, localStorage.length, document.cookie])).toEqual([0, 0, '']);
+    expect(errors).toEqual([]);
+  });
+});
