@@ -26,6 +26,10 @@ type Thread struct {
 	// ActiveRunID is the run that is running or waiting, else the oldest
 	// pending run, else empty (null on the wire).
 	ActiveRunID string `json:"active_run_id"`
+	// Owner is the subject (sub) of the signed token that created the
+	// thread; empty (left out on the wire) for threads created with a
+	// static key or without auth. It never changes.
+	Owner string `json:"owner,omitempty"`
 }
 
 // MarshalJSON encodes an empty ActiveRunID as null and empty metadata as {}.

@@ -31,9 +31,22 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if _, _, err := s.e.CreateThread(ctx, in.ThreadID, nil); err != nil && tether.CodeOf(err) != tether.CodeConflict {
+	p := principalOf(r)
+	a := actRun
+	if len(in.Resume) > 0 {
+		a = actAnswer
+	}
+	if err := s.allowCreate(ctx, p, a, in.ThreadID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if th, created, err := s.e.CreateOwnedThread(ctx, in.ThreadID, ownerOf(p), nil); err != nil && tether.CodeOf(err) != tether.CodeConflict {
 		// conflict: the thread exists, with metadata of its own.
 		s.writeError(w, r, err)
+		return
+	} else if err == nil && !created && !p.sees(th.Owner, th.ID) {
+		// Created by someone else since allowCreate looked.
+		s.writeError(w, r, errThreadNotFound(th.ID))
 		return
 	}
 	snap, err := s.e.Thread(ctx, in.ThreadID)

@@ -62,7 +62,7 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, req aguiReq)
 			return
 		}
 	}
-	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done}
+	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -107,9 +107,10 @@ type aguiWriter struct {
 	f       frames
 	done    func()
 	unwatch func()
-	open    bool // an AG-UI run is open: RUN_STARTED sent, its end not
-	ended   bool // once: the AG-UI run served has ended
-	reset   bool // the server cut the stream: reset, not closed cleanly
+	exp     time.Time // the token's exp, where the stream is cut; zero: never
+	open    bool      // an AG-UI run is open: RUN_STARTED sent, its end not
+	ended   bool      // once: the AG-UI run served has ended
+	reset   bool      // the server cut the stream: reset, not closed cleanly
 }
 
 var pingComment = []byte(": ping\n\n")
@@ -235,7 +236,7 @@ func (st *aguiWriter) run(ctx context.Context) {
 			return
 		case <-s.beat.next():
 			now := time.Now()
-			if now.Sub(started) >= s.opts.MaxStreamLifetime {
+			if now.Sub(started) >= s.opts.MaxStreamLifetime || s.expired(st.exp) {
 				st.cut()
 				return
 			}

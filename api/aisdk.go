@@ -33,11 +33,24 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	p := principalOf(r)
+	if err := s.allowCreate(ctx, p, actRun, req.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	snap, err := s.e.Thread(ctx, req.ID)
 	if errors.Is(err, tether.ErrNotFound) {
 		snap = nil
-		if _, _, err = s.e.CreateThread(ctx, req.ID, nil); errors.Is(err, tether.ErrConflict) {
+		var (
+			th      tether.Thread
+			created bool
+		)
+		th, created, err = s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
+		switch {
+		case errors.Is(err, tether.ErrConflict):
 			err = nil // created meanwhile, with metadata: it is there
+		case err == nil && !created && !p.sees(th.Owner, th.ID):
+			err = errThreadNotFound(th.ID) // created by someone else meanwhile
 		}
 	}
 	if err != nil {
@@ -50,6 +63,10 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if plan.Answer != nil {
+		if err := s.allow(ctx, p, actAnswer, req.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		s.aisdkAnswer(w, r, plan.Answer)
 		return
 	}
@@ -275,6 +292,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 	}
 	defer done()
 	ctx := r.Context()
+	exp := principalOf(r).Expires
 	sub, err := s.subscribe(ctx, req)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -354,6 +372,11 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		case <-s.shutdown:
 			return
 		case <-s.beat.next():
+			if s.expired(exp) {
+				// The token expired: the stream ends, as at shutdown, and
+				// the client resumes (GET …/stream) with a fresh one.
+				return
+			}
 			if time.Since(pinged) >= s.opts.Heartbeat {
 				// A comment: the AI SDK's parser skips it; it keeps
 				// proxies from idling the stream out.

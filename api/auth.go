@@ -78,13 +78,17 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 }
 
 // auth holds keys by the hash of their token, so that a lookup does not
-// compare secrets byte by byte.
+// compare secrets byte by byte, and the verifier of signed tokens.
 type auth struct {
 	keys map[[32]byte]Key
+	jwt  *verifier // nil: no signed tokens
+	// jwtErr is why the token options were refused: every JWT is then
+	// refused (tether serve checks them first with TokenOptions.Check).
+	jwtErr error
 }
 
-func newAuth(keys []Key) *auth {
-	if len(keys) == 0 {
+func newAuth(keys []Key, tokens TokenOptions) *auth {
+	if len(keys) == 0 && !tokens.Enabled() {
 		return nil
 	}
 	a := &auth{keys: make(map[[32]byte]Key, len(keys))}
@@ -92,6 +96,7 @@ func newAuth(keys []Key) *auth {
 		k.id = keyID(k.Token)
 		a.keys[sha256.Sum256([]byte(k.Token))] = k
 	}
+	a.jwt, a.jwtErr = newVerifier(tokens)
 	return a
 }
 
@@ -105,26 +110,31 @@ func keyID(token string) string {
 	return "k_" + base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// check returns the key of a request, or an unauthorized error. A request
-// with more than one Authorization header is refused (bad_request) rather
-// than judged by one of them: proxies and servers disagree on which wins.
-func (a *auth) check(r *http.Request) (Key, error) {
+// check returns the principal of a request, or an unauthorized error
+// (token_expired for a JWT past its exp). A request with more than one
+// Authorization header is refused (bad_request) rather than judged by one
+// of them: proxies and servers disagree on which wins. A token shaped as
+// a JWT is verified as one; anything else is looked up in the keys.
+func (a *auth) check(r *http.Request) (Principal, error) {
 	if err := oneAuthorization(r); err != nil {
-		return Key{}, err
+		return Principal{}, err
 	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
 		tok, ok = strings.CutPrefix(h, "bearer ")
 	}
+	tok = strings.TrimSpace(tok)
 	if !ok || tok == "" {
-		return Key{}, tether.Errorf(tether.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+		return Principal{}, tether.Errorf(tether.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 	}
-	k, ok := a.keys[sha256.Sum256([]byte(strings.TrimSpace(tok)))]
-	if !ok {
-		return Key{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
+	if k, ok := a.keys[sha256.Sum256([]byte(tok))]; ok {
+		return keyPrincipal(k), nil
 	}
-	return k, nil
+	if a.jwt != nil && isJWT(tok) {
+		return a.jwt.verify(tok)
+	}
+	return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
 }
 
 func oneAuthorization(r *http.Request) error {
@@ -178,19 +188,22 @@ func (a access) allows(role Role) bool {
 	return false
 }
 
-type keyCtx struct{}
-
-// keyOf returns the key a request was let in with; the zero Key (no
-// role, no id) when auth is off or the route is open.
+// keyOf returns the key a request was let in with, as leases know it:
+// its role and the id leases are bound to; the zero Key (no role, no id)
+// when auth is off or the route is open.
 func keyOf(r *http.Request) Key {
-	k, _ := r.Context().Value(keyCtx{}).(Key)
-	return k
+	p, ok := PrincipalFrom(r.Context())
+	if !ok {
+		return Key{}
+	}
+	return Key{Role: p.Role, Name: p.Name, id: p.LeaseID}
 }
 
 // guard enforces a route's access, and refuses a state-changing request
 // that a browser sends from another origin (crossOrigin), whatever the
 // route and whether or not keys are set. It is the only place requests
-// are let in.
+// are let in: the role (access), then, for a signed client token, the
+// thread the route names (the route's act, see allow).
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt.queryToken {
@@ -204,36 +217,40 @@ func (s *Server) guard(rt route) http.Handler {
 			rt.h.ServeHTTP(w, r)
 			return
 		}
-		k, err := s.auth.check(r)
+		p, err := s.auth.check(r)
 		if err != nil {
-			if tether.CodeOf(err) == tether.CodeUnauthorized {
+			if c := tether.CodeOf(err); c == tether.CodeUnauthorized || c == tether.CodeTokenExpired {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
 			}
 			s.writeError(w, r, err)
 			return
 		}
-		if !rt.access.allows(k.Role) {
-			s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "a %s token may not do this", k.Role))
+		if !rt.access.allows(p.Role) {
+			s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "a %s token may not do this", p.Role))
 			return
 		}
 		if rid := r.PathValue("rid"); rt.access == accessRun && rid != "" {
-			if err := s.mayReadRun(r.Context(), k, rid); err != nil {
+			if err := s.mayReadRun(r.Context(), p, rid); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
 		}
-		rt.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCtx{}, k)))
+		if err := s.allowRoute(r, p, rt); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		rt.h.ServeHTTP(w, withPrincipal(r, p))
 	})
 }
 
-// mayReadRun checks that k may read a run: any key but a worker's; a
+// mayReadRun checks that p may read a run: any principal but a worker's; a
 // worker's only if the run's lease (current, or last once finished) was
 // claimed with it.
-func (s *Server) mayReadRun(ctx context.Context, k Key, runID string) error {
-	if s.auth == nil || k.Role != RoleWorker {
+func (s *Server) mayReadRun(ctx context.Context, p Principal, runID string) error {
+	if s.auth == nil || p.Role != RoleWorker {
 		return nil
 	}
-	held, err := s.e.HeldBy(ctx, runID, k.id)
+	held, err := s.e.HeldBy(ctx, runID, p.LeaseID)
 	if err != nil {
 		return err
 	}
@@ -249,12 +266,12 @@ func (s *Server) mayReadRun(ctx context.Context, k Key, runID string) error {
 func (s *Server) Admin(h http.Handler) http.Handler {
 	return s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.auth != nil {
-			k, err := s.auth.check(r)
-			if err == nil && k.Role != RoleAdmin {
+			p, err := s.auth.check(r)
+			if err == nil && p.Role != RoleAdmin {
 				err = tether.Errorf(tether.CodeForbidden, "only an admin token may do this")
 			}
 			if err != nil {
-				if tether.CodeOf(err) == tether.CodeUnauthorized {
+				if c := tether.CodeOf(err); c == tether.CodeUnauthorized || c == tether.CodeTokenExpired {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
 				}
 				s.writeError(w, r, err)

@@ -16,7 +16,7 @@ func statusOf(code tether.Code) int {
 	switch code {
 	case tether.CodeBadRequest:
 		return http.StatusBadRequest
-	case tether.CodeUnauthorized:
+	case tether.CodeUnauthorized, tether.CodeTokenExpired:
 		return http.StatusUnauthorized
 	case tether.CodeForbidden:
 		return http.StatusForbidden

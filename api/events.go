@@ -111,6 +111,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 		// with nothing.
 		wait = catchUpWait
 	}
+	wait = s.untilExpiry(wait, principalOf(r).Expires)
 	if err == nil && len(recs) == 0 && wait > 0 && !sub.Done() {
 		wctx, cancel := s.untilShutdown(ctx, wait)
 		recs, err = sub.Next(wctx)

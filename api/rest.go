@@ -27,9 +27,15 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	th, created, err := s.e.CreateThread(r.Context(), body.ID, body.Metadata)
+	p := principalOf(r)
+	th, created, err := s.e.CreateOwnedThread(r.Context(), body.ID, ownerOf(p), body.Metadata)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if !created && !p.sees(th.Owner, th.ID) {
+		// Someone else's: its ID is taken, and nothing more is said.
+		s.writeError(w, r, tether.Errorf(tether.CodeConflict, "thread %s already exists", truncate(th.ID, 140)))
 		return
 	}
 	status := http.StatusOK
@@ -49,7 +55,9 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	tq := store.ThreadQuery{Status: tether.ThreadStatus(q.Get("status")), Cursor: q.Get("cursor")}
+	// A user's token lists only the threads it may see.
+	tq := store.ThreadQuery{Status: tether.ThreadStatus(q.Get("status")), Cursor: q.Get("cursor"),
+		Visible: principalOf(r).visibility()}
 	switch tq.Status {
 	case tether.ThreadIdle, tether.ThreadBusy, tether.ThreadWaiting, tether.ThreadError:
 	case "":

@@ -18,9 +18,13 @@ import (
 
 // Options configure a Server. The zero value is ready to use.
 type Options struct {
-	// Keys are the API tokens. With none, auth is off (the caller decides
-	// whether that is safe: tether serve allows it only on loopback).
+	// Keys are the API tokens. With none and no Tokens, auth is off (the
+	// caller decides whether that is safe: tether serve allows it only on
+	// loopback).
 	Keys []Key
+	// Tokens configure signed tokens (JWTs) for users: any key in them
+	// turns auth on. Defaults to none.
+	Tokens TokenOptions
 	// CORSOrigins are the origins browsers may call from; "*" allows any.
 	// Pages of these origins may also change state (POST, PUT, DELETE);
 	// pages of other origins may not (see origin.go). Defaults to none
@@ -112,6 +116,9 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Tokens.Now == nil {
+		o.Tokens.Now = time.Now
+	}
 }
 
 // Server is Tether's HTTP interface over an engine.
@@ -136,7 +143,7 @@ type Server struct {
 // New returns a server over e.
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys), shutdown: make(chan struct{})}
+	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys, opts.Tokens), shutdown: make(chan struct{})}
 	s.cop = newCrossOrigin(opts.CORSOrigins, opts.Logger)
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
@@ -150,7 +157,10 @@ func New(e *engine.Engine, opts Options) *Server {
 type route struct {
 	pattern string
 	access  access
-	h       http.Handler
+	// act is what the route does to the thread it names, for the rights
+	// of a signed client token (allow.go).
+	act act
+	h   http.Handler
 	// queryToken takes the token from ?access_token= too (the browser
 	// WebSocket API cannot set headers).
 	queryToken bool
@@ -170,31 +180,33 @@ func (s *Server) routes() []route {
 		{pattern: "GET /readyz", access: accessOpen, h: h(s.readyz)},
 		{pattern: "GET /metrics", access: accessOpen, h: s.metrics.handler(), quiet: true},
 
-		{pattern: "POST /v1/threads", access: accessClient, h: h(s.createThread)},
+		{pattern: "POST /v1/threads", access: accessClient, act: actCreate, h: h(s.createThread)},
 		{pattern: "GET /v1/threads", access: accessClient, h: h(s.listThreads)},
-		{pattern: "GET /v1/threads/{tid}", access: accessClient, h: h(s.getThread)},
-		{pattern: "DELETE /v1/threads/{tid}", access: accessClient, h: h(s.deleteThread)},
-		{pattern: "GET /v1/threads/{tid}/final-answer", access: accessClient, h: h(s.finalAnswer)},
-		{pattern: "POST /v1/threads/{tid}/runs", access: accessClient, h: h(s.createRun)},
-		{pattern: "POST /v1/threads/{tid}/runs/stream", access: accessClient, h: h(s.createRunStream)},
-		{pattern: "GET /v1/threads/{tid}/events", access: accessClient, h: h(s.threadEvents)},
+		{pattern: "GET /v1/threads/{tid}", access: accessClient, act: actRead, h: h(s.getThread)},
+		{pattern: "DELETE /v1/threads/{tid}", access: accessClient, act: actDelete, h: h(s.deleteThread)},
+		{pattern: "GET /v1/threads/{tid}/final-answer", access: accessClient, act: actRead, h: h(s.finalAnswer)},
+		{pattern: "POST /v1/threads/{tid}/runs", access: accessClient, act: actRun, h: h(s.createRun)},
+		{pattern: "POST /v1/threads/{tid}/runs/stream", access: accessClient, act: actRun, h: h(s.createRunStream)},
+		{pattern: "GET /v1/threads/{tid}/events", access: accessClient, act: actRead, h: h(s.threadEvents)},
 
-		{pattern: "GET /v1/runs/{rid}", access: accessRun, h: h(s.getRun)},
-		{pattern: "GET /v1/runs/{rid}/events", access: accessRun, h: h(s.runEvents)},
-		{pattern: "POST /v1/runs/{rid}/cancel", access: accessClient, h: h(s.cancelRun)},
-		{pattern: "POST /v1/runs/{rid}/input", access: accessClient, h: h(s.submitInput)},
+		{pattern: "GET /v1/runs/{rid}", access: accessRun, act: actRead, h: h(s.getRun)},
+		{pattern: "GET /v1/runs/{rid}/events", access: accessRun, act: actRead, h: h(s.runEvents)},
+		{pattern: "POST /v1/runs/{rid}/cancel", access: accessClient, act: actCancel, h: h(s.cancelRun)},
+		{pattern: "POST /v1/runs/{rid}/input", access: accessClient, act: actAnswer, h: h(s.submitInput)},
 
+		// Each subscribe is checked (wsConn.subscribe).
 		{pattern: "GET /v1/ws", access: accessRun, h: h(s.websocket), queryToken: true},
 
+		// The body names the thread: aguiRun checks it.
 		{pattern: "POST /v1/ag-ui/{agent}", access: accessClient, h: h(s.aguiRun)},
-		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, h: h(s.aguiThreadEvents)},
-		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, h: h(s.aguiRunEvents)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, act: actRead, h: h(s.aguiThreadEvents)},
+		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, act: actRead, h: h(s.aguiRunEvents)},
 		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
-		// thread routes they stand for.
+		// thread routes they stand for. A chat is a thread.
 		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},
-		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/stream", access: accessClient, h: h(s.aisdkResume)},
-		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, h: h(s.aisdkMessages)},
-		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, h: h(s.aisdkStop)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/stream", access: accessClient, act: actRead, h: h(s.aisdkResume)},
+		{pattern: "GET /v1/ai-sdk/{agent}/chat/{chat}/messages", access: accessClient, act: actRead, h: h(s.aisdkMessages)},
+		{pattern: "POST /v1/ai-sdk/{agent}/chat/{chat}/stop", access: accessClient, act: actCancel, h: h(s.aisdkStop)},
 
 		{pattern: "GET /v1/agents", access: accessClient, h: h(s.listAgents)},
 		{pattern: "PUT /v1/agents/{name}", access: accessAdmin, h: h(s.declareAgent)},
@@ -213,7 +225,7 @@ func (s *Server) routes() []route {
 		// Every stream, thread log (threads/) and subscription (__ds/) is
 		// the clients': thread logs hold the users' input, and a worker
 		// token is for the runs it works on.
-		rs = append(rs, route{pattern: durablestreams.Prefix, access: accessClient, h: ds})
+		rs = append(rs, route{pattern: durablestreams.Prefix, access: accessClient, act: actStream, h: ds})
 		// These authenticate themselves (the JWKS is public; callbacks,
 		// acks and releases carry the wake's own bearer token), so that a
 		// webhook receiver needs no API key.

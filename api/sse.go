@@ -40,7 +40,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 		s.writeError(w, r, err)
 		return
 	}
-	st := &sseStream{s: s, sub: sub, reqID: requestID(r), done: done}
+	st := &sseStream{s: s, sub: sub, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -138,6 +138,7 @@ type sseStream struct {
 	reqID string
 	f     frames
 	done  func() // ends the stream's registration with the server
+	exp   time.Time // the token's exp, where the stream ends; zero: never
 	// unwatch, if set, stops watching a taken-over connection for its
 	// client leaving (see watchLeave).
 	unwatch func()
@@ -222,6 +223,11 @@ func (st *sseStream) run(ctx context.Context) {
 			now := time.Now()
 			if now.Sub(started) >= s.opts.MaxStreamLifetime {
 				st.f.event("reconnect", "", `{"reason":"max_lifetime"}`)
+				st.send()
+				return
+			}
+			if s.expired(st.exp) {
+				st.f.event("reconnect", "", `{"reason":"token_expired"}`)
 				st.send()
 				return
 			}

@@ -26,6 +26,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "wait_ms must not be negative"))
 		return
 	}
+	if !principalOf(r).mayClaim(body.Agents) {
+		s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "the token may claim runs only of the agents of its tether.agents"))
+		return
+	}
 	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
 	// The wait ends at its time or when the server starts stopping, but
 	// a claim being committed then is still answered: only the worker

@@ -60,8 +60,9 @@ func queryToken(r *http.Request) *http.Request {
 // websocket serves GET /v1/ws. Auth (by guard) and the origin check
 // happen before the upgrade, so a refused client gets a plain HTTP error.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	// A worker token may follow only the runs it holds or held, as on SSE.
-	key := keyOf(r)
+	// A worker token may follow only the runs it holds or held, as on SSE;
+	// a user's token only its threads (each subscribe is checked).
+	p := principalOf(r)
 	done, ok := s.live()
 	if !ok {
 		s.writeError(w, r, errShuttingDown)
@@ -78,10 +79,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	wc := &wsConn{
-		s: s, c: c, ctx: ctx, cancel: cancel, key: key, reqID: requestID(r),
+		s: s, c: c, ctx: ctx, cancel: cancel, p: p, reqID: requestID(r),
 		out:  newWSQueue(int(wsQueueBytes.Load())),
 		subs: make(map[string]*wsSub),
 	}
+	wc.expired = s.expiry(ctx, p)
 	wc.bg.Add(2)
 	go wc.writeLoop()
 	go wc.pingLoop()
@@ -127,7 +129,9 @@ type wsConn struct {
 	c      *websocket.Conn
 	ctx    context.Context // ends with the socket
 	cancel context.CancelFunc
-	key    Key // the socket's key: a worker's may follow only its runs
+	p      Principal // who opened the socket: a worker may follow only its runs, a user its threads
+	// expired is closed when the token expires (nil: it never does).
+	expired <-chan struct{}
 	reqID  string
 	out    *wsQueue
 	bg     sync.WaitGroup // writer and pinger
@@ -229,12 +233,23 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 	case req.ThreadID == "" && req.RunID == "":
 		wc.sendError(id, tether.Errorf(tether.CodeBadRequest, "thread_id or run_id is required"))
 		return
-	case wc.key.Role == RoleWorker && req.RunID == "":
+	case wc.p.Role == RoleWorker && req.RunID == "":
 		wc.sendError(id, tether.Errorf(tether.CodeForbidden, "a worker token may only subscribe to runs"))
 		return
 	}
+	// The rights are checked on each subscribe, as on each request.
 	if req.RunID != "" {
-		if err := wc.s.mayReadRun(wc.ctx, wc.key, req.RunID); err != nil {
+		if err := wc.s.mayReadRun(wc.ctx, wc.p, req.RunID); err != nil {
+			wc.sendError(id, err)
+			return
+		}
+		if err := wc.s.allowRun(wc.ctx, wc.p, actRead, req.RunID); err != nil {
+			wc.sendError(id, err)
+			return
+		}
+	}
+	if req.ThreadID != "" {
+		if err := wc.s.allow(wc.ctx, wc.p, actRead, req.ThreadID); err != nil {
 			wc.sendError(id, err)
 			return
 		}

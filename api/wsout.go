@@ -159,6 +159,18 @@ func (wc *wsConn) writeLoop() {
 				_ = wc.c.Close(websocket.StatusGoingAway, "server shutting down")
 			}
 			return
+		case <-wc.expired:
+			// The token's exp: every subscription ends token_expired, then
+			// the socket closes with 4001; the client reconnects with a
+			// fresh token and resumes from the offsets of the end frames.
+			wc.stopAll(wsTokenExpired)
+			ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.WriteTimeout)
+			ok := w.flush(ctx, wc)
+			cancel()
+			if ok {
+				_ = wc.c.Close(wsCloseTokenExpired, "token_expired")
+			}
+			return
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/coder/websocket"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/hub"
@@ -18,8 +20,12 @@ const (
 	wsThreadDeleted   = "thread_deleted"
 	wsSlowConsumer    = "slow_consumer"
 	wsShutdown        = "shutdown"
+	wsTokenExpired    = "token_expired"
 	wsError           = "error"
 )
+
+// wsCloseTokenExpired is the close code of a socket whose token expired.
+const wsCloseTokenExpired websocket.StatusCode = 4001
 
 // wsSub is one subscription of a socket.
 type wsSub struct {

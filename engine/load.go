@@ -135,7 +135,7 @@ func (e *Engine) loadOnce(ctx context.Context, t *thread, useCheckpoint bool) er
 	}
 	t.rmu.Unlock()
 	t.version, t.committed = n, n
-	t.row = tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt}
+	t.row = tether.Thread{ID: row.ID, Metadata: row.Metadata, CreatedAt: row.CreatedAt, Owner: row.Owner}
 	t.extras = make(map[string]*runExtra)
 	t.idem = make(map[string]string)
 	t.producers = make(map[string]*store.Producer)

@@ -15,6 +15,14 @@ import (
 // same metadata it is returned with created false; with other metadata the
 // error is a conflict. An empty id gets a new ID.
 func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawMessage) (tether.Thread, bool, error) {
+	return e.CreateOwnedThread(ctx, id, "", metadata)
+}
+
+// CreateOwnedThread is CreateThread for a thread owned by owner (the sub of
+// a signed token; see tether.Thread.Owner). A thread that exists is
+// returned as it is, with its own owner, whatever owner says: the caller
+// decides whether its user may see it.
+func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metadata json.RawMessage) (tether.Thread, bool, error) {
 	if e.closed.Load() {
 		return tether.Thread{}, false, errClosed
 	}
@@ -26,7 +34,7 @@ func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawM
 	}
 	metadata = compactObject(metadata)
 	now := e.now()
-	row := tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: metadata, CreatedAt: now, UpdatedAt: now, LastOffset: tether.OffsetStart}
+	row := tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: metadata, CreatedAt: now, UpdatedAt: now, LastOffset: tether.OffsetStart, Owner: owner}
 	_, err := e.st.Commit(ctx, &store.Batch{ThreadID: id, Create: true, Thread: &row})
 	if err == nil {
 		return row, true, nil
@@ -37,6 +45,9 @@ func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawM
 	rec, err := e.st.Thread(ctx, id)
 	if err != nil {
 		return tether.Thread{}, false, e.storeErr(err, "thread %s", id)
+	}
+	if rec.Thread.Owner != owner {
+		return rec.Thread, false, nil // not the caller's: no word on its metadata
 	}
 	if !sameJSON(rec.Thread.Metadata, metadata) {
 		return tether.Thread{}, false, tether.Errorf(tether.CodeConflict, "thread %s already exists with other metadata", id)
@@ -51,6 +62,30 @@ func (e *Engine) Thread(ctx context.Context, id string) (*tether.Snapshot, error
 		return nil, err
 	}
 	return t.snapshotState().Snapshot(), nil
+}
+
+// ThreadOwner returns the owner of a thread (tether.Thread.Owner). It
+// returns not_found if the thread does not exist.
+func (e *Engine) ThreadOwner(ctx context.Context, id string) (string, error) {
+	t, err := e.thread(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.row.Owner, nil
+}
+
+// RunThread returns the thread of a run and its owner. It returns
+// not_found if the run does not exist.
+func (e *Engine) RunThread(ctx context.Context, runID string) (threadID, owner string, err error) {
+	t, err := e.threadOfRun(ctx, runID)
+	if err != nil {
+		return "", "", err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.id, t.row.Owner, nil
 }
 
 // Threads lists threads, most recently updated first.

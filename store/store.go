@@ -23,6 +23,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -246,6 +247,44 @@ type ThreadQuery struct {
 	Limit int
 	// Cursor continues a listing (ThreadPage.Next).
 	Cursor string
+	// Visible, if set, keeps only the threads a user may see.
+	Visible *Visibility
+}
+
+// Visibility is what a user may see of the threads: those it owns and
+// those whose ID matches one of its patterns.
+type Visibility struct {
+	// Owner keeps the threads whose Thread.Owner is Owner (never those
+	// without an owner).
+	Owner string
+	// Patterns keep the threads they match (see MatchPattern).
+	Patterns []string
+}
+
+// Allows reports whether v lets a thread of this owner and ID be seen.
+func (v *Visibility) Allows(owner, id string) bool {
+	if v == nil {
+		return true
+	}
+	if owner != "" && owner == v.Owner {
+		return true
+	}
+	for _, p := range v.Patterns {
+		if MatchPattern(p, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchPattern reports whether a thread ID (or a Durable Streams path)
+// matches a pattern: an exact ID, a prefix followed by "*", or "*" alone,
+// which matches everything.
+func MatchPattern(pattern, id string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(id, prefix)
+	}
+	return pattern == id
 }
 
 // ThreadPage is a page of threads.

@@ -53,16 +53,17 @@ type wireThread struct {
 	CreatedAt   int64           `json:"created"` // Unix ms; the zero time has its own value
 	UpdatedAt   int64           `json:"updated"`
 	ActiveRunID string          `json:"active_run,omitempty"`
+	Owner       string          `json:"owner,omitempty"`
 }
 
 func toWireThread(t *tether.Thread) *wireThread {
 	return &wireThread{ID: t.ID, Status: string(t.Status), Metadata: t.Metadata,
-		CreatedAt: t.CreatedAt.UnixMilli(), UpdatedAt: t.UpdatedAt.UnixMilli(), ActiveRunID: t.ActiveRunID}
+		CreatedAt: t.CreatedAt.UnixMilli(), UpdatedAt: t.UpdatedAt.UnixMilli(), ActiveRunID: t.ActiveRunID, Owner: t.Owner}
 }
 
 func (w *wireThread) thread(last tether.Offset) tether.Thread {
 	t := tether.Thread{ID: w.ID, Status: tether.ThreadStatus(w.Status), CreatedAt: fromMillis(w.CreatedAt),
-		UpdatedAt: fromMillis(w.UpdatedAt), LastOffset: last, ActiveRunID: w.ActiveRunID}
+		UpdatedAt: fromMillis(w.UpdatedAt), LastOffset: last, ActiveRunID: w.ActiveRunID, Owner: w.Owner}
 	if len(w.Metadata) > 0 {
 		t.Metadata = w.Metadata
 	}

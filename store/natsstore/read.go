@@ -177,7 +177,7 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 			return nil, s.readErr("list threads", fmt.Errorf("row %s: %w", key, err))
 		}
 		t := row.Thread
-		if q.Status != "" && t.Status != string(q.Status) {
+		if q.Status != "" && t.Status != string(q.Status) || !q.Visible.Allows(t.Owner, t.ID) {
 			continue
 		}
 		if q.Cursor != "" && (t.UpdatedAt > cu || t.UpdatedAt == cu && t.ID >= cid) {

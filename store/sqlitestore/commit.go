@@ -184,7 +184,7 @@ func (s *Store) writeCommit(r *request) error {
 	switch t := b.Thread; {
 	case b.Create:
 		res, err := s.w.insertThread.Exec(b.ThreadID, string(t.Status), blob(t.Metadata),
-			millis(t.CreatedAt), millis(t.UpdatedAt), last, t.ActiveRunID, version)
+			millis(t.CreatedAt), millis(t.UpdatedAt), last, t.ActiveRunID, version, t.Owner)
 		if err != nil {
 			return fmt.Errorf("insert thread: %w", err)
 		}

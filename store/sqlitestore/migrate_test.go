@@ -12,9 +12,10 @@ import (
 	"github.com/tetherhq/tether/store/sqlitestore"
 )
 
-// A file of schema version 1 (leases without a key, no declared agents)
-// opens: its runs read with an empty KeyID, new rows keep theirs, and
-// agents can be declared.
+// A file of schema version 1 (leases without a key, no declared agents,
+// threads without owners) opens: its runs read with an empty KeyID, new
+// rows keep theirs, agents can be declared, its threads have no owner and
+// new ones keep theirs.
 func TestMigrateLeaseKeyID(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tether.db")
@@ -41,7 +42,8 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE runs DROP COLUMN lease_key_id`, `DROP TABLE agents`, `PRAGMA user_version = 1`} {
+	for _, q := range []string{`ALTER TABLE runs DROP COLUMN lease_key_id`, `DROP TABLE agents`,
+		`DROP INDEX threads_by_owner`, `ALTER TABLE threads DROP COLUMN owner`, `PRAGMA user_version = 1`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -66,6 +68,17 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	if _, err := s.DeclareAgent(ctx, "mine", time.Now()); err != nil { // version 3's table
 		t.Fatalf("declare an agent after the migration: %v", err)
 	}
+	if tr, err := s.Thread(ctx, "t1"); err != nil || tr.Thread.Owner != "" { // version 4's column
+		t.Fatalf("old thread after the migration: %+v, %v", tr, err)
+	}
+	if _, err := s.Commit(ctx, &store.Batch{ThreadID: "t2", Create: true,
+		Thread: &tether.Thread{ID: "t2", Status: tether.ThreadIdle, CreatedAt: now, UpdatedAt: now, Owner: "alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Threads(ctx, store.ThreadQuery{Visible: &store.Visibility{Owner: "alice"}})
+	if err != nil || len(page.Threads) != 1 || page.Threads[0].Owner != "alice" {
+		t.Fatalf("alice's threads after the migration: %+v, %v", page, err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +88,7 @@ func TestMigrateLeaseKeyID(t *testing.T) {
 	}
 	defer db.Close()
 	var v int
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 3 {
-		t.Fatalf("user_version %d, %v; want 3", v, err)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 4 {
+		t.Fatalf("user_version %d, %v; want 4", v, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -107,7 +108,7 @@ func scanThread(sc scanner, tr *store.ThreadRecord) error {
 		metadata           []byte
 		created, updated   int64
 	)
-	if err := sc.Scan(&t.ID, &status, &metadata, &created, &updated, &lastOffset, &t.ActiveRunID, &tr.Version); err != nil {
+	if err := sc.Scan(&t.ID, &status, &metadata, &created, &updated, &lastOffset, &t.ActiveRunID, &tr.Version, &t.Owner); err != nil {
 		return err
 	}
 	t.Status = tether.ThreadStatus(status)
@@ -139,6 +140,12 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	)
 	ns := nsArgs(q.Namespace)
 	switch {
+	case q.Visible != nil:
+		query, args, ok := visibleQuery(q, limit+1)
+		if !ok {
+			return nil, tether.Errorf(tether.CodeBadRequest, "thread cursor is malformed")
+		}
+		rows, err = s.rdb.QueryContext(ctx, query, args...)
 	case q.Cursor == "" && q.Status == "":
 		rows, err = s.r.threads.QueryContext(ctx, append(ns, limit+1)...)
 	case q.Cursor == "":
@@ -175,6 +182,41 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 		page.Next = encodeCursor(millis(last.UpdatedAt), last.ID)
 	}
 	return page, nil
+}
+
+// visibleQuery builds the listing of the threads a user may see: its own
+// (by the threads_by_owner index) and those its patterns match. It is
+// built per call, as the patterns vary; ok is false for a bad cursor.
+func visibleQuery(q store.ThreadQuery, limit int) (query string, args []any, ok bool) {
+	var b strings.Builder
+	b.WriteString(`SELECT ` + threadColumns + ` FROM threads WHERE ` + threadsNamespace + ` AND (`)
+	args = nsArgs(q.Namespace)
+	b.WriteString(`(owner <> '' AND owner = ?)`)
+	args = append(args, q.Visible.Owner)
+	for _, p := range q.Visible.Patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			b.WriteString(` OR substr(id, 1, ?) = ?`)
+			args = append(args, len(prefix), prefix)
+		} else {
+			b.WriteString(` OR id = ?`)
+			args = append(args, p)
+		}
+	}
+	b.WriteString(`)`)
+	if q.Status != "" {
+		b.WriteString(` AND status = ?`)
+		args = append(args, string(q.Status))
+	}
+	if q.Cursor != "" {
+		updated, id, ok := decodeCursor(q.Cursor)
+		if !ok {
+			return "", nil, false
+		}
+		b.WriteString(` AND (updated_at, id) < (?, ?)`)
+		args = append(args, updated, id)
+	}
+	b.WriteString(` ORDER BY updated_at DESC, id DESC LIMIT ?`)
+	return b.String(), append(args, limit), true
 }
 
 // nsArgs returns the arguments of the threadsNamespace filter.

@@ -2,7 +2,7 @@ package sqlitestore
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a file with a
 // newer version rather than misread it.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // schema creates the tables of an empty file; every statement is idempotent
 // so that Open runs it unconditionally.
@@ -30,12 +30,14 @@ var schema = []string{
 		updated_at    INTEGER NOT NULL,
 		last_offset   TEXT NOT NULL,
 		active_run_id TEXT NOT NULL,
-		version       INTEGER NOT NULL
+		version       INTEGER NOT NULL,
+		owner         TEXT NOT NULL DEFAULT ''
 	)`,
 	// Threads() walks one of these backwards (ORDER BY updated_at DESC, id
 	// DESC) from the keyset cursor, so a page costs O(limit).
 	`CREATE INDEX IF NOT EXISTS threads_by_updated ON threads (updated_at, id)`,
 	`CREATE INDEX IF NOT EXISTS threads_by_status ON threads (status, updated_at, id)`,
+	sqlThreadsByOwner,
 
 	// id is the sequence part of the offset. The writer assigns it from the
 	// highest id it knows. Deleting a thread records that high-water mark
@@ -116,7 +118,14 @@ var migrations = map[int][]string{
 	1: {`ALTER TABLE runs ADD COLUMN lease_key_id TEXT NOT NULL DEFAULT ''`},
 	// Version 3: declared agent names.
 	2: {sqlCreateAgents},
+	// Version 4: threads carry their owner (the sub of the signed token
+	// that created them); threads created before have none.
+	3: {`ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT ''`, sqlThreadsByOwner},
 }
+
+// sqlThreadsByOwner serves a user's listing (ThreadQuery.Visible): the
+// threads of one owner, newest first.
+const sqlThreadsByOwner = `CREATE INDEX IF NOT EXISTS threads_by_owner ON threads (owner, updated_at, id)`
 
 // activeRunsWhere must appear verbatim in the ActiveRuns query so that
 // SQLite uses the partial index.
@@ -134,8 +143,8 @@ const (
 
 	sqlThreadState  = `SELECT pk, version, last_offset FROM threads WHERE id = ?`
 	sqlInsertThread = `INSERT INTO threads
-		(id, status, metadata, created_at, updated_at, last_offset, active_run_id, version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+		(id, status, metadata, created_at, updated_at, last_offset, active_run_id, version, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlUpdateThread = `UPDATE threads SET
 		status = ?, metadata = ?, created_at = ?, updated_at = ?, active_run_id = ?,
 		last_offset = ?, version = ?
@@ -172,7 +181,7 @@ const (
 
 // Statements of the reader pool.
 const (
-	threadColumns = `id, status, metadata, created_at, updated_at, last_offset, active_run_id, version`
+	threadColumns = `id, status, metadata, created_at, updated_at, last_offset, active_run_id, version, owner`
 	runColumns    = `idempotency_key, multitask, lease_token, lease_owner, lease_node, lease_expires_at, lease_resumable, lease_key_id, run`
 
 	sqlThreadPK = `SELECT pk FROM threads WHERE id = ?`

@@ -443,3 +443,95 @@ func testNamespaces(t *testing.T, s *suite) {
 		want("ds:x/y", "ds:z", "ds:"))
 	same("namespace nope", list(store.ThreadQuery{Namespace: "nope"}), nil)
 }
+
+// testOwners checks that a thread keeps its owner (set at creation, kept
+// by later batches that write the row) and ThreadQuery.Visible: a user's
+// listing holds its own threads and those its patterns match, with paging
+// and the status filter, and never a thread without an owner by owner.
+func testOwners(t *testing.T, s *suite) {
+	st := s.fresh(t)
+	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	owners := map[string]string{"a1": "alice", "a2": "alice", "b1": "bob", "shared-1": "bob", "shared-2": "", "none": "", "alice": ""}
+	byID := make(map[string]tether.Thread)
+	i := 0
+	for _, id := range []string{"a1", "a2", "b1", "shared-1", "shared-2", "none", "alice"} {
+		b := createBatch(t, id, 1)
+		b.Thread.Owner = owners[id]
+		b.Thread.UpdatedAt = tether.At(base.Add(time.Duration(i) * time.Second))
+		b.Thread.CreatedAt = tether.At(base)
+		if id == "a2" || id == "shared-2" {
+			b.Thread.Status = tether.ThreadBusy
+		}
+		commit(t, st, b)
+		byID[id] = *b.Thread
+		i++
+	}
+	// A later batch that writes the row keeps the owner.
+	b := appendBatch(t, "a1", 1, 1, "a1-more")
+	row := byID["a1"]
+	row.UpdatedAt = tether.At(base.Add(time.Minute))
+	b.Thread = &row
+	commit(t, st, b)
+	byID["a1"] = row
+	for id, owner := range owners {
+		tr, err := st.Thread(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Thread.Owner != owner {
+			t.Fatalf("thread %s: owner %q, want %q", id, tr.Thread.Owner, owner)
+		}
+		ld, err := st.LoadThread(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ld.Thread.Thread.Owner != owner {
+			t.Fatalf("thread %s loaded: owner %q, want %q", id, ld.Thread.Thread.Owner, owner)
+		}
+	}
+	list := func(q store.ThreadQuery) []string {
+		t.Helper()
+		var got []string
+		for pages := 0; ; pages++ {
+			if pages > len(owners)+1 {
+				t.Fatal("listing does not end")
+			}
+			page, err := st.Threads(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, th := range page.Threads {
+				got = append(got, th.ID)
+				if th.Owner != owners[th.ID] {
+					t.Fatalf("listed thread %s: owner %q, want %q", th.ID, th.Owner, owners[th.ID])
+				}
+			}
+			if page.Next == "" {
+				return got
+			}
+			q.Cursor = page.Next
+		}
+	}
+	for _, c := range []struct {
+		v      store.Visibility
+		status tether.ThreadStatus
+		want   []string // newest first
+	}{
+		{store.Visibility{Owner: "alice"}, "", []string{"a1", "a2"}},
+		{store.Visibility{Owner: "bob"}, "", []string{"shared-1", "b1"}},
+		{store.Visibility{Owner: "alice", Patterns: []string{"shared-*"}}, "", []string{"a1", "shared-2", "shared-1", "a2"}},
+		{store.Visibility{Owner: "alice", Patterns: []string{"shared-*"}}, tether.ThreadBusy, []string{"shared-2", "a2"}},
+		{store.Visibility{Owner: "carol", Patterns: []string{"none", "b1"}}, "", []string{"none", "b1"}},
+		{store.Visibility{Owner: "carol"}, "", nil},
+		{store.Visibility{Owner: ""}, "", nil}, // no owner is nobody's
+		{store.Visibility{Owner: "x", Patterns: []string{"*"}}, "", []string{"a1", "alice", "none", "shared-2", "shared-1", "b1", "a2"}},
+	} {
+		for _, limit := range []int{1, 3, 50} {
+			v := c.v
+			got := list(store.ThreadQuery{Visible: &v, Status: c.status, Limit: limit})
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("visible to %+v, status %q, limit %d: %v, want %v", c.v, c.status, limit, got, c.want)
+			}
+		}
+	}
+}

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"Runs", testRuns},
 		{"Threads", testThreads},
 		{"Namespaces", testNamespaces},
+		{"Owners", testOwners},
 		{"Checkpoint", testCheckpoint},
 		{"LoadThread", testLoadThread},
 		{"LoadThreadConsistent", testLoadThreadConsistent},

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/api/durablestreams"
+	"github.com/tetherhq/tether/streams"
+)
+
+// act is what a route does to the thread it names: with the route's
+// access, the second column of the route table. It limits only signed
+// client tokens (Principal.scoped), whose rights depend on the thread;
+// static keys, admins and workers are judged by the role alone.
+type act uint8
+
+const (
+	// actNone: the route names no thread, or names it in its body or
+	// frames and checks it there with allow (POST /v1/ag-ui/{agent}, the AI
+	// SDK's chat, the WebSocket's subscribe, the listing's filter).
+	actNone act = iota
+	// actRead: read or follow the thread; a thread the token may not see
+	// is answered not_found, as if it did not exist.
+	actRead
+	// actCreate: create a thread (the token's create right); one that
+	// exists and is not the token's is a conflict.
+	actCreate
+	// actRun: start a run (the run right).
+	actRun
+	// actCancel: cancel a run (the cancel right).
+	actCancel
+	// actAnswer: answer a run's input request (the answer right).
+	actAnswer
+	// actDelete: delete the thread (any token that sees it).
+	actDelete
+	// actStream: a Durable Streams path (see allowStream).
+	actStream
+)
+
+func (a act) String() string {
+	return [...]string{"", "read", "create", "run", "cancel", "answer", "delete", "stream"}[a]
+}
+
+// allowRoute checks the thread a route names in its path ({tid}, {chat},
+// {rid}, a Durable Streams path) against a signed client token's rights.
+func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
+	if !p.scoped() {
+		return nil
+	}
+	ctx := r.Context()
+	switch rt.act {
+	case actNone:
+		return nil
+	case actCreate:
+		return allowFlag(p, actCreate)
+	case actStream:
+		return s.allowStream(ctx, p, r)
+	}
+	tid := r.PathValue("tid")
+	if tid == "" {
+		tid = r.PathValue("chat")
+	}
+	if tid != "" {
+		if err := s.allow(ctx, p, rt.act, tid); err != nil {
+			return err
+		}
+	}
+	if rid := r.PathValue("rid"); rid != "" {
+		return s.allowRun(ctx, p, rt.act, rid)
+	}
+	return nil
+}
+
+// allow is the rule of a signed client token on a thread: it may see the
+// threads it owns and those its patterns match (others are not_found, so
+// that it learns nothing of them), and do to them what its rights say
+// (forbidden otherwise). A thread that does not exist is let through: the
+// route answers not_found itself (or creates it, see allowCreate).
+func (s *Server) allow(ctx context.Context, p Principal, a act, threadID string) error {
+	if !p.scoped() {
+		return nil
+	}
+	owner, err := s.e.ThreadOwner(ctx, threadID)
+	if errors.Is(err, tether.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !p.sees(owner, threadID) {
+		return errThreadNotFound(threadID)
+	}
+	return allowFlag(p, a)
+}
+
+// allowRun is allow for the thread of a run.
+func (s *Server) allowRun(ctx context.Context, p Principal, a act, runID string) error {
+	if !p.scoped() {
+		return nil
+	}
+	tid, owner, err := s.e.RunThread(ctx, runID)
+	if errors.Is(err, tether.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !p.sees(owner, tid) {
+		return tether.Errorf(tether.CodeNotFound, "run %s not found", truncate(runID, 140))
+	}
+	return allowFlag(p, a)
+}
+
+// allowCreate checks a route that creates the thread it names if missing
+// (AG-UI's threadId, the AI SDK's chat id): the create right when it does
+// not exist, allow's rule when it does.
+func (s *Server) allowCreate(ctx context.Context, p Principal, a act, threadID string) error {
+	if !p.scoped() {
+		return nil
+	}
+	owner, err := s.e.ThreadOwner(ctx, threadID)
+	switch {
+	case errors.Is(err, tether.ErrNotFound):
+		if err := allowFlag(p, actCreate); err != nil {
+			return err
+		}
+		return allowFlag(p, a)
+	case err != nil:
+		return err
+	case !p.sees(owner, threadID):
+		return errThreadNotFound(threadID)
+	}
+	return allowFlag(p, a)
+}
+
+// allowFlag checks the right an act needs.
+func allowFlag(p Principal, a act) error {
+	ok := true
+	switch a {
+	case actCreate:
+		ok = p.Create
+	case actRun:
+		ok = p.Run
+	case actCancel:
+		ok = p.Cancel
+	case actAnswer:
+		ok = p.Answer
+	}
+	if !ok {
+		return tether.Errorf(tether.CodeForbidden, "the token may not %s here (tether.%s is false)", a, a)
+	}
+	return nil
+}
+
+// allowStream maps a Durable Streams path to the thread rule: a thread's
+// log (threads/{tid}) is read as the thread is; any other stream only if
+// one of the token's patterns matches its path (streams have no owner);
+// the subscription APIs (__ds/) are not a user's.
+func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) error {
+	path := strings.TrimPrefix(r.URL.Path, durablestreams.Prefix)
+	if path == streams.ReservedPrefix || strings.HasPrefix(path, streams.ReservedPrefix+"/") {
+		return tether.Errorf(tether.CodeForbidden, "a user's token may not use the subscription APIs")
+	}
+	if tid, ok := strings.CutPrefix(path, streams.ThreadsPrefix); ok {
+		owner, err := s.e.ThreadOwner(ctx, tid)
+		if err != nil && !errors.Is(err, tether.ErrNotFound) {
+			return err
+		}
+		if err == nil && !p.sees(owner, tid) {
+			return tether.Errorf(tether.CodeNotFound, "stream not found")
+		}
+		return nil
+	}
+	if matchAny(p.Threads, path) {
+		return nil
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return tether.Errorf(tether.CodeNotFound, "stream not found")
+	}
+	return tether.Errorf(tether.CodeForbidden, "the token's tether.threads match no stream at this path")
+}
+
+// errThreadNotFound is what the engine answers for a thread that does not
+// exist, word for word.
+func errThreadNotFound(id string) error {
+	return tether.Errorf(tether.CodeNotFound, "thread %s not found", truncate(id, 140))
+}
