@@ -18,10 +18,12 @@ import (
 
 // docRoute is a row of the table "Who may call what" in docs/protocol.md
 // §9: a route and, for admin, client, worker and no token, yes, no,
-// "its runs" or "wake token".
+// "its runs" or "wake token"; and for a user's token (a signed client
+// token), what it may do (see userRule).
 type docRoute struct {
 	method, path string
 	cells        [4]string
+	user         string
 }
 
 func (d docRoute) String() string { return d.method + " " + d.path }
@@ -43,6 +45,58 @@ func (d docRoute) access() string {
 		return "admin"
 	}
 	return fmt.Sprintf("no rule for %q", d.cells)
+}
+
+// userRule is what the "user token" cell of a row means: whether the
+// owner of the thread (user A) and another user (user B) get through, and
+// the acts of the route table (api.RouteRule.Act) that implement it.
+type userRule struct {
+	ownerOK bool // user A is let through
+	// other is what user B gets: 0 if let through, else the status.
+	other int
+	acts  map[string]bool
+}
+
+func (d docRoute) userRule() userRule {
+	set := func(acts ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, a := range acts {
+			m[a] = true
+		}
+		return m
+	}
+	base, paren, _ := strings.Cut(strings.TrimSuffix(d.user, ")"), " (")
+	// The Durable Streams routes are one entry of the server's table,
+	// which maps each path (allowStream).
+	ds := strings.HasPrefix(d.path, "/v1/stream/") && !strings.Contains(d.path, "jwks") && d.cells[0] != "wake token"
+	switch {
+	case d.user == "yes":
+		return userRule{ownerOK: true, acts: set("")}
+	case d.user == "no" && ds:
+		return userRule{other: 403, acts: set("stream")}
+	case d.user == "no":
+		return userRule{other: 403, acts: set("")}
+	case d.user == "wake token":
+		return userRule{other: 401, acts: set("")}
+	case d.user == "create":
+		return userRule{ownerOK: true, acts: set("create")}
+	case d.user == "its streams":
+		return userRule{ownerOK: true, other: 404, acts: set("stream")}
+	case base == "its threads" && ds:
+		return userRule{ownerOK: true, other: 404, acts: set("stream")}
+	case base == "its threads":
+		switch paren {
+		case "":
+			return userRule{ownerOK: true, other: 404, acts: set("read")}
+		case "run", "cancel", "answer", "delete":
+			return userRule{ownerOK: true, other: 404, acts: set(paren)}
+		case "listed", "each subscribe", "body: run":
+			// Checked by the handler (listing filter, each subscribe,
+			// the thread of the body), with the same rule.
+			return userRule{ownerOK: true, other: 404, acts: set("")}
+		}
+	}
+	return userRule{acts: set("no rule for " + d.user)}
 }
 
 var (
@@ -80,10 +134,10 @@ func docRoutes(t *testing.T) (rows []docRoute, named []string) {
 		if m == nil {
 			continue // the header and its rule
 		}
-		if len(cells) != 5 {
-			t.Fatalf("row %q: want 5 cells", line)
+		if len(cells) != 6 {
+			t.Fatalf("row %q: want 6 cells", line)
 		}
-		rows = append(rows, docRoute{method: m[1], path: m[2], cells: [4]string(cells[1:])})
+		rows = append(rows, docRoute{method: m[1], path: m[2], cells: [4]string(cells[1:5]), user: cells[5]})
 	}
 	if len(rows) < 30 {
 		t.Fatalf("found %d rows in the table of §9", len(rows))
@@ -115,9 +169,9 @@ func TestRouteTableMatchesDoc(t *testing.T) {
 	}
 
 	mux := http.NewServeMux()
-	rules := map[string]string{}
+	rules, acts := map[string]string{}, map[string]string{}
 	for _, rr := range api.RouteTable(v.srv) {
-		rules[rr.Pattern] = rr.Access
+		rules[rr.Pattern], acts[rr.Pattern] = rr.Access, rr.Act
 		mux.Handle(rr.Pattern, http.NotFoundHandler())
 	}
 	served := map[string]bool{}
@@ -127,6 +181,9 @@ func TestRouteTableMatchesDoc(t *testing.T) {
 		served[pattern] = true
 		if got, want := rules[pattern], r.access(); got != want {
 			t.Errorf("%s: served by %q with rule %q; the document says %q", r, pattern, got, want)
+		}
+		if got := acts[pattern]; !r.userRule().acts[got] {
+			t.Errorf("%s: served by %q, which checks a user's token for %q; the document says %q", r, pattern, got, r.user)
 		}
 	}
 	for pattern := range rules {

@@ -137,7 +137,7 @@ type sseStream struct {
 	out   sseOut
 	reqID string
 	f     frames
-	done  func() // ends the stream's registration with the server
+	done  func()    // ends the stream's registration with the server
 	exp   time.Time // the token's exp, where the stream ends; zero: never
 	// unwatch, if set, stops watching a taken-over connection for its
 	// client leaving (see watchLeave).

@@ -132,10 +132,10 @@ type wsConn struct {
 	p      Principal // who opened the socket: a worker may follow only its runs, a user its threads
 	// expired is closed when the token expires (nil: it never does).
 	expired <-chan struct{}
-	reqID  string
-	out    *wsQueue
-	bg     sync.WaitGroup // writer and pinger
-	subWG  sync.WaitGroup // subscription goroutines
+	reqID   string
+	out     *wsQueue
+	bg      sync.WaitGroup // writer and pinger
+	subWG   sync.WaitGroup // subscription goroutines
 
 	mu      sync.Mutex
 	subs    map[string]*wsSub

@@ -46,6 +46,7 @@ type serveConfig struct {
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
 	aguiAgents                                                                       []string
+	tokens                                                                           tokenFlags
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -59,6 +60,12 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fsync := fs.Bool("fsync", "TETHER_FSYNC", false, "fsync every commit (group commit): survive power loss, not only a crash")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "admin API token; clients send Authorization: Bearer <token> ($TETHER_TOKEN)")
 	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client ($TETHER_KEYS)")
+	fs.StringVar(&c.tokens.secretFile, "jwt-secret-file", fs.envOr("TETHER_JWT_SECRET_FILE", ""), "file holding an HMAC secret (at least 32 bytes; trailing whitespace trimmed): accept user tokens (JWTs) signed HS256/HS384/HS512 with it ($TETHER_JWT_SECRET_FILE)")
+	pubKeys := &agentList{items: splitList(fs.envOr("TETHER_JWT_PUBLIC_KEYS", ""))}
+	fs.Var(pubKeys, "jwt-public-key", "PEM file of a public key (RSA, ECDSA or Ed25519): accept user tokens (JWTs) signed with its private key; repeat for more ($TETHER_JWT_PUBLIC_KEYS, comma-separated)")
+	fs.StringVar(&c.tokens.jwksURL, "jwks-url", fs.envOr("TETHER_JWKS_URL", ""), "URL of a JWKS: accept user tokens (JWTs) signed with its keys, picked by kid; fetched again for an unknown kid (at most every 30s) and every 10m, so keys rotate without a restart ($TETHER_JWKS_URL)")
+	fs.StringVar(&c.tokens.issuer, "jwt-issuer", fs.envOr("TETHER_JWT_ISSUER", ""), "if set, the iss every user token must have ($TETHER_JWT_ISSUER)")
+	fs.StringVar(&c.tokens.audience, "jwt-audience", fs.envOr("TETHER_JWT_AUDIENCE", ""), "if set, a value every user token's aud must hold ($TETHER_JWT_AUDIENCE)")
 	insecure := fs.Bool("insecure", "TETHER_INSECURE", false, "allow listening on a non-loopback address without any API key")
 	heartbeat := fs.Duration("heartbeat", "TETHER_HEARTBEAT", 15*time.Second, "interval of ping events on streams")
 	lifetime := fs.Duration("max-stream-lifetime", "TETHER_MAX_STREAM_LIFETIME", 10*time.Minute, "streams end after this long; clients resume")
@@ -99,6 +106,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.longPollTimeout = *longPoll
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
+	c.tokens.publicKeys = pubKeys.items
 	// The key comes only from the environment, so that it never shows in
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
@@ -114,13 +122,19 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tokens, err := loadTokens(c.tokens)
+	if err != nil {
+		return err
+	}
+	// Any key, static or for signed tokens, turns auth on.
+	authOn := len(keys) > 0 || tokens.Enabled()
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
-	if len(keys) == 0 && !isLoopback(ln.Addr()) && !c.insecure {
-		return fmt.Errorf("refusing to listen on %s without API keys: set --token or --keys, or pass --insecure", ln.Addr())
+	if !authOn && !isLoopback(ln.Addr()) && !c.insecure {
+		return fmt.Errorf("refusing to listen on %s without API keys: set --token, --keys or a JWT key, or pass --insecure", ln.Addr())
 	}
 	origins := splitList(c.cors)
 	if err := api.CheckOrigins(origins); err != nil {
@@ -128,7 +142,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	var debugLn net.Listener
 	if c.debugAddr != "" {
-		if debugLn, err = listenDebug(c.debugAddr, c.debugPublic, len(keys) > 0 || c.insecure); err != nil {
+		if debugLn, err = listenDebug(c.debugAddr, c.debugPublic, authOn || c.insecure); err != nil {
 			return err
 		}
 		defer debugLn.Close()
@@ -199,11 +213,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	defer wk.Close()
 
 	srv := api.New(e, api.Options{
-		Keys: keys, CORSOrigins: origins, DefaultAgent: c.agent, Heartbeat: c.heartbeat,
+		Keys: keys, Tokens: tokens, CORSOrigins: origins, DefaultAgent: c.agent, Heartbeat: c.heartbeat,
 		// Without keys on loopback, answer only to loopback names: a page
 		// whose name was rebound to 127.0.0.1 must not use the server
 		// through its visitor's browser (docs/operations.md, "Security").
-		LoopbackHosts: len(keys) == 0 && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
+		LoopbackHosts: !authOn && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
 		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout, PublicURL: public,
 		Web: app.FS(), Logger: log,
@@ -230,8 +244,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	go func() { served <- hs.Serve(ln) }()
 	rn.Start()
 	auth := "off (loopback)"
-	if len(keys) > 0 {
+	if authOn {
 		auth = fmt.Sprintf("%d key(s)", len(keys))
+		if tokens.Enabled() {
+			auth += ", signed user tokens"
+		}
 	}
 	log.Info("tether is serving", "url", "http://"+ln.Addr().String(), "data", c.data, "fsync", c.fsync,
 		"auth", auth, "agents", strings.Join(rn.Names(), ","), "version", versionString())
