@@ -329,3 +329,29 @@ def test_async_client_with_an_async_callable(auth_server: AuthServer) -> None:
     assert got == [event(i)["offset"] for i in range(1, 5)]
     assert len(issued) == 3
     assert auth_server.seen[1].startswith(issued[2])
+
+
+def test_a_run_followed_through_expiring_tokens_on_the_real_server(start_server: Any, tmp_path: Any) -> None:
+    """The real binary with --jwt-secret-file: 3-second tokens for alice, a
+    run of about 6 s; the subscription is ended at each token's exp and
+    resumes with the next, and yields the whole answer once."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    server = start_server("--jwt-secret-file", str(secret))
+    used: list[str] = []
+
+    def token() -> str:
+        used.append(mint("alice", time.time() + 3))
+        return used[-1]
+
+    with Client(server.url, token=token) as c:
+        th = c.create_thread()
+        run = c.create_run(th.id, "a long one", metadata={"demo": {"tokens": 60, "delay_ms": 100}})
+        events = list(c.follow(run.id))
+        fa = c.final_answer(th.id)
+    text = "".join(e.delta or "" for e in events if e.type == "text.delta")
+    assert fa.complete and fa.content == text
+    offsets = [e.offset for e in events]
+    assert offsets == sorted(set(offsets))  # nothing twice, in order
+    assert events[-1].type == "run.finished" and events[-1].status == "done"
+    assert len(used) >= 3  # refreshed mid-answer
