@@ -3,10 +3,10 @@
 // hands out short-lived tokens; the page follows a long demo run while its
 // tokens expire mid-answer, and ends with the complete answer, once.
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
+import { join, resolve } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Server, assistantText, launch, newPage, send, shot, waitForRunStatus, waitForWords, type FinalAnswer } from './helpers.js';
 
@@ -38,14 +38,31 @@ afterAll(async () => {
   await browser?.close();
 });
 
+/** A server that takes user tokens signed with SECRET. */
+async function jwtServer(): Promise<Server> {
+  const dir = mkdtempSync(join(tmpdir(), 'tether-app-jwt-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const secretFile = join(dir, 'secret');
+  writeFileSync(secretFile, `${SECRET}\n`);
+  const server = await Server.start(['--jwt-secret-file', secretFile]);
+  cleanups.push(() => server.stop());
+  return server;
+}
+
+/** The thread event stream requests of a page: token, cursor, when. */
+function watchStreams(page: Page): { token: string; last: string | undefined; at: number }[] {
+  const streams: { token: string; last: string | undefined; at: number }[] = [];
+  page.on('request', (req) => {
+    if (!/\/v1\/threads\/[^/]+\/events$/.test(new URL(req.url()).pathname)) return;
+    const at = Date.now();
+    void req.allHeaders().then((h) => streams.push({ token: (h['authorization'] ?? '').replace(/^Bearer /, ''), last: h['last-event-id'], at }));
+  });
+  return streams;
+}
+
 describe('chat page with expiring tokens', () => {
   it('follows a long run while its token expires mid-answer: refreshed by the client, the complete answer once', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-app-jwt-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const secretFile = join(dir, 'secret');
-    writeFileSync(secretFile, `${SECRET}\n`);
-    const server = await Server.start(['--jwt-secret-file', secretFile]);
-    cleanups.push(() => server.stop());
+    const server = await jwtServer();
     const { context, page, errors } = await newPage(browser);
     cleanups.push(() => context.close());
 
@@ -67,13 +84,7 @@ describe('chat page with expiring tokens', () => {
         return held;
       };
     });
-    // Every request of the thread's event stream: its token and cursor.
-    const streams: { token: string; last: string | undefined; at: number }[] = [];
-    page.on('request', (req) => {
-      if (!/\/v1\/threads\/[^/]+\/events$/.test(new URL(req.url()).pathname)) return;
-      const at = Date.now();
-      void req.allHeaders().then((h) => streams.push({ token: (h['authorization'] ?? '').replace(/^Bearer /, ''), last: h['last-event-id'], at }));
-    });
+    const streams = watchStreams(page);
 
     // About 14 s of answer: more than two token lifetimes.
     await page.goto(`${server.url}/?tokens=140&delay_ms=100`);
@@ -108,6 +119,36 @@ describe('chat page with expiring tokens', () => {
     expect(await page.getByTestId('token-prompt').count()).toBe(0);
     // Never stored: the hook's tokens live in memory only.
     expect(await page.evaluate(() => [sessionStorage.length, localStorage.length, document.cookie])).toEqual([0, 0, '']);
+    expect(errors).toEqual([]);
+  });
+
+  it('works with the wrapper page of docs/operations.md, as written', async () => {
+    const server = await jwtServer();
+    const { context, page, errors } = await newPage(browser);
+    cleanups.push(() => context.close());
+    // The wrapper, taken from the docs, served at the page's address; its
+    // token route answers as an app's backend would, with 4-second tokens.
+    const ops = readFileSync(resolve(import.meta.dirname, '../../../../docs/operations.md'), 'utf8');
+    const wrapper = /\*\*The page\.\*\*[\s\S]*?```html\n([\s\S]*?)```/.exec(ops)?.[1];
+    expect(wrapper).toContain('window.tetherToken');
+    await page.route((u) => u.pathname === '/', (route) => route.fulfill({ contentType: 'text/html', body: wrapper! }));
+    const minted: string[] = [];
+    await page.route('**/auth/tether-token', (route) => {
+      minted.push(mint('alice', 4));
+      return route.fulfill({ json: { token: minted[minted.length - 1] } });
+    });
+    const streams = watchStreams(page);
+
+    await page.goto(`${server.url}/?tokens=80&delay_ms=100`);
+    const tid = await send(page, 'Another long one');
+    await waitForRunStatus(page, 'done', 60_000);
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`, mint('alice', 60));
+    expect(fa.complete).toBe(true);
+    expect(await assistantText(page)).toBe(fa.content);
+    expect(await page.getByTestId('message').and(page.locator('[data-role="assistant"]')).count()).toBe(1);
+    expect(streams.filter((s) => s.last).length).toBeGreaterThanOrEqual(1);
+    for (const s of streams) expect(expiry(s.token)).toBeGreaterThan(s.at);
+    expect(await page.getByTestId('token-prompt').count()).toBe(0);
     expect(errors).toEqual([]);
   });
 });
