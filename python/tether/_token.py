@@ -92,7 +92,8 @@ class TokenKeeper:
             try:
                 t = src()
                 if inspect.isawaitable(t):
-                    raise TypeError("a coroutine function needs AsyncClient")
+                    getattr(t, "close", lambda: None)()  # never awaited: no warning about it
+                    raise TypeError("an async token callable needs AsyncClient")
             except Exception as e:
                 raise TetherError(TOKEN_UNAVAILABLE, f"the token callable failed: {e or type(e).__name__}") from e
             return self._keep(t)

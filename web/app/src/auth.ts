@@ -30,11 +30,17 @@ function hook(): Window['tetherToken'] {
   return typeof window.tetherToken === 'function' ? window.tetherToken : undefined;
 }
 
-/** Where the client gets its token: the login hook (looked up at each call), else the pasted one. */
+/**
+ * Where the client gets its token: the login hook (looked up at each call),
+ * else the pasted one; a pasted token the server says has expired cannot be
+ * renewed here, so the page asks for another at once.
+ */
 export function tokenSource(): TokenSource {
   return (r) => {
     const fn = hook();
-    return fn ? fn(r) : getToken();
+    if (fn) return fn(r);
+    if (r.reason === 'expired') askForToken('expired');
+    return getToken();
   };
 }
 

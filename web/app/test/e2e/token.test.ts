@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, assistantText, launch, newPage, send, shot, waitForRunStatus, waitForWords, type FinalAnswer } from './helpers.js';
+import { Server, assistantText, lastRunStatus, launch, newPage, send, shot, waitForRunStatus, waitForWords, type FinalAnswer } from './helpers.js';
 
 const SECRET = 'page-test-hmac-secret-of-more-than-32-bytes';
 
@@ -149,6 +149,30 @@ describe('chat page with expiring tokens', () => {
     expect(streams.filter((s) => s.last).length).toBeGreaterThanOrEqual(1);
     for (const s of streams) expect(expiry(s.token)).toBeGreaterThan(s.at);
     expect(await page.getByTestId('token-prompt').count()).toBe(0);
+    expect(errors).toEqual([]);
+  });
+
+  it('asks again when a pasted token expires, and the answer goes on with the new one', async () => {
+    const server = await jwtServer();
+    const { context, page, errors } = await newPage(browser);
+    cleanups.push(() => context.close());
+    await page.goto(`${server.url}/?tokens=80&delay_ms=100`);
+    const prompt = page.getByTestId('token-prompt');
+    await prompt.getByTestId('token-input').fill(mint('alice', 3));
+    await prompt.getByTestId('token-save').click();
+    await page.waitForLoadState('load');
+    const tid = await send(page, 'And one more');
+    // At the exp the server ends the stream: a pasted token cannot be
+    // renewed by the page, so it asks at once (not after the leeway).
+    await expect.poll(() => (prompt.count().then((n) => (n ? prompt.textContent() : ''))), { timeout: 10_000 }).toContain('The token has expired');
+    await shot(page, '10-token-pasted-expired');
+    expect(await lastRunStatus(page)).toBe('running');
+    await prompt.getByTestId('token-input').fill(mint('alice', 60));
+    await prompt.getByTestId('token-save').click();
+    await page.waitForLoadState('load');
+    await waitForRunStatus(page, 'done', 30_000);
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`, mint('alice', 60));
+    expect(await assistantText(page)).toBe(fa.content);
     expect(errors).toEqual([]);
   });
 });
