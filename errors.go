@@ -11,20 +11,23 @@ type Code string
 
 // The error codes of the wire contract.
 const (
-	CodeBadRequest   Code = "bad_request"   // the request is malformed or breaks a rule
-	CodeUnauthorized Code = "unauthorized"  // no valid token
-	CodeTokenExpired Code = "token_expired" // the signed token's exp is past: refresh it
-	CodeForbidden    Code = "forbidden"     // the token's role may not do this
-	CodeNotFound     Code = "not_found"     // the thread, run or message does not exist
-	CodeConflict     Code = "conflict"      // the request conflicts with the current state
-	CodeRunActive    Code = "run_active"    // the thread has an active run (multitask reject)
-	CodeLeaseLost    Code = "lease_lost"    // the worker's lease expired or was taken over
-	CodeGone         Code = "gone"          // the resource existed and was removed
-	CodeTooLarge     Code = "too_large"     // a size limit was exceeded
-	CodeRateLimited  Code = "rate_limited"  // too many requests
-	CodeUnavailable  Code = "unavailable"   // the server is shutting down or not ready
-	CodeInternal     Code = "internal"      // a fault on the server; details are in its log
+	CodeBadRequest   Code = "bad_request"  // the request is malformed or breaks a rule
+	CodeUnauthorized Code = "unauthorized" // no valid token
+	CodeForbidden    Code = "forbidden"    // the token's role may not do this
+	CodeNotFound     Code = "not_found"    // the thread, run or message does not exist
+	CodeConflict     Code = "conflict"     // the request conflicts with the current state
+	CodeRunActive    Code = "run_active"   // the thread has an active run (multitask reject)
+	CodeLeaseLost    Code = "lease_lost"   // the worker's lease expired or was taken over
+	CodeGone         Code = "gone"         // the resource existed and was removed
+	CodeTooLarge     Code = "too_large"    // a size limit was exceeded
+	CodeRateLimited  Code = "rate_limited" // too many requests
+	CodeUnavailable  Code = "unavailable"  // the server is shutting down or not ready
+	CodeInternal     Code = "internal"     // a fault on the server; details are in its log
 )
+
+// CodeTokenExpired is the 401 of a signed token (JWT) whose exp is past:
+// the client fetches a fresh token rather than ask its user to sign in.
+const CodeTokenExpired Code = "token_expired"
 
 // Error is an error that can be shown to a client: a stable code and a
 // message free of internal detail. The cause, if any, is kept for logs and

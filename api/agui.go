@@ -48,6 +48,12 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		// Created by someone else since allowCreate looked.
 		s.writeError(w, r, errThreadNotFound(th.ID))
 		return
+	} else if err != nil {
+		// It exists (with metadata): whose is it?
+		if err := s.allow(ctx, p, a, in.ThreadID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	snap, err := s.e.Thread(ctx, in.ThreadID)
 	if err != nil {

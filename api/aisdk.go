@@ -34,7 +34,9 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	p := principalOf(r)
-	if err := s.allowCreate(ctx, p, actRun, req.ID); err != nil {
+	// Seen, or new and the token may create it; whether it may run or
+	// answer is known once the request is planned.
+	if err := s.allowCreate(ctx, p, actRead, req.ID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -48,7 +50,8 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		th, created, err = s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
 		switch {
 		case errors.Is(err, tether.ErrConflict):
-			err = nil // created meanwhile, with metadata: it is there
+			// Created meanwhile, with metadata: it is there; whose?
+			err = s.allow(ctx, p, actRead, req.ID)
 		case err == nil && !created && !p.sees(th.Owner, th.ID):
 			err = errThreadNotFound(th.ID) // created by someone else meanwhile
 		}
@@ -62,11 +65,15 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	a := actRun
 	if plan.Answer != nil {
-		if err := s.allow(ctx, p, actAnswer, req.ID); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+		a = actAnswer
+	}
+	if err := allowFlag(p, a); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if plan.Answer != nil {
 		s.aisdkAnswer(w, r, plan.Answer)
 		return
 	}
@@ -373,9 +380,12 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			return
 		case <-s.beat.next():
 			if s.expired(exp) {
-				// The token expired: the stream ends, as at shutdown, and
-				// the client resumes (GET …/stream) with a fresh one.
-				return
+				// The token expired. A clean end would read as the
+				// answer's end to the default transport, so the response
+				// is aborted, an error the client sees as one; it resumes
+				// (GET …/stream) with a fresh token.
+				flush()
+				panic(http.ErrAbortHandler)
 			}
 			if time.Since(pinged) >= s.opts.Heartbeat {
 				// A comment: the AI SDK's parser skips it; it keeps

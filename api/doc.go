@@ -10,8 +10,12 @@
 // server's shutdown never waits on a stream.
 //
 // Who may call what is one table, routes in server.go, enforced for every
-// route by guard (auth.go): roles by key, a worker's reads held to its own
-// runs, and, with or without keys, the refusal of other sites' pages
+// route by guard (auth.go): roles by key or signed token (tokens.go,
+// jwks.go), a worker's reads held to its own runs, a user's token held to
+// its own threads by one rule (allow.go; threads named in a body or a
+// WebSocket frame are checked by the same rule), streams ended at the
+// token's exp (expiry.go), and, with or without keys, the refusal of
+// other sites' pages
 // (origin.go: cross-origin writes, undeclared JSON from browsers, and, on
 // loopback without keys, foreign Host names).
 //

@@ -1,5 +1,7 @@
 package api
 
+import tether "github.com/tetherhq/tether"
+
 // RouteRule is a route of the table and who may call it, for the route ×
 // role test.
 type RouteRule struct {
@@ -19,4 +21,29 @@ func RouteTable(s *Server) []RouteRule {
 		out = append(out, RouteRule{rt.pattern, names[rt.access], rt.act.String()})
 	}
 	return out
+}
+
+// VerifyToken checks a bearer token as a server with these token options
+// does.
+func VerifyToken(o TokenOptions, tok string) (Principal, error) {
+	verify, err := TokenVerifier(o)
+	if err != nil {
+		return Principal{}, err
+	}
+	return verify(tok)
+}
+
+// TokenVerifier returns the check of bearer tokens of a server with these
+// token options (for benchmarks: one verifier, many tokens).
+func TokenVerifier(o TokenOptions) (func(tok string) (Principal, error), error) {
+	a := newAuth(nil, o)
+	if a.jwtErr != nil {
+		return nil, a.jwtErr
+	}
+	return func(tok string) (Principal, error) {
+		if !isJWT(tok) {
+			return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
+		}
+		return a.jwt.verify(tok)
+	}, nil
 }

@@ -33,6 +33,7 @@ type jwks struct {
 	minRefetch time.Duration
 	now        func() time.Time
 	client     *http.Client
+	log        *slog.Logger
 
 	mu      sync.Mutex
 	set     map[string]crypto.PublicKey // by kid ("" for keys without one)
@@ -41,14 +42,17 @@ type jwks struct {
 	busy    chan struct{}               // closed when the fetch in flight ends
 }
 
-func newJWKS(url string, refresh, minRefetch time.Duration, now func() time.Time) *jwks {
+func newJWKS(url string, refresh, minRefetch time.Duration, now func() time.Time, log *slog.Logger) *jwks {
 	if refresh <= 0 {
 		refresh = 10 * time.Minute
 	}
 	if minRefetch <= 0 {
 		minRefetch = 30 * time.Second
 	}
-	return &jwks{url: url, refresh: refresh, minRefetch: minRefetch, now: now,
+	if log == nil {
+		log = slog.Default()
+	}
+	return &jwks{url: url, refresh: refresh, minRefetch: minRefetch, now: now, log: log,
 		client: &http.Client{Timeout: 10 * time.Second}}
 }
 
@@ -93,7 +97,7 @@ func (j *jwks) fetchLocked() <-chan struct{} {
 		keys, err := j.fetch()
 		j.mu.Lock()
 		if err != nil {
-			slog.Warn("JWKS fetch failed; the keys held stay in use", "url", j.url, "err", err)
+			j.log.Warn("JWKS fetch failed; the keys held stay in use", "url", j.url, "err", err)
 		} else {
 			j.set, j.loaded = keys, true
 		}

@@ -87,12 +87,10 @@ func (p Principal) scoped() bool { return p.JWT && p.Role == RoleClient }
 
 // sees reports whether the principal may see a thread of this owner and
 // ID: every thread for a static key, an admin or anon; for a client JWT
-// those it owns and those its patterns match.
+// those it owns and those its patterns match, the rule listings apply in
+// the stores (store.Visibility).
 func (p Principal) sees(owner, id string) bool {
-	if !p.scoped() {
-		return true
-	}
-	return owner != "" && owner == p.Sub || matchAny(p.Threads, id)
+	return !p.scoped() || p.visibility().Allows(owner, id)
 }
 
 // visibility is the listing filter of the principal: nil when it sees

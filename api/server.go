@@ -119,6 +119,9 @@ func (o *Options) setDefaults() {
 	if o.Tokens.Now == nil {
 		o.Tokens.Now = time.Now
 	}
+	if o.Tokens.Logger == nil {
+		o.Tokens.Logger = o.Logger
+	}
 }
 
 // Server is Tether's HTTP interface over an engine.
@@ -144,6 +147,9 @@ type Server struct {
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys, opts.Tokens), shutdown: make(chan struct{})}
+	if s.auth != nil && s.auth.jwtErr != nil {
+		s.log.Error("signed tokens are off: every one is refused", "err", s.auth.jwtErr)
+	}
 	s.cop = newCrossOrigin(opts.CORSOrigins, opts.Logger)
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
@@ -220,7 +226,8 @@ func (s *Server) routes() []route {
 		ds := durablestreams.New(s.opts.Streams, durablestreams.Options{
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, BaseURL: s.opts.PublicURL, Stopping: s.stopping, Logger: s.log,
-			Live: s.live,
+			Live: s.live, Expires: func(r *http.Request) time.Time { return principalOf(r).Expires },
+			Now: s.opts.Tokens.Now,
 		})
 		// Every stream, thread log (threads/) and subscription (__ds/) is
 		// the clients': thread logs hold the users' input, and a worker

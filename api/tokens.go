@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -31,7 +32,8 @@ type TokenOptions struct {
 	PublicKeys []crypto.PublicKey
 	// JWKSURL is a JWKS (RFC 7517) of public keys, fetched when first
 	// needed, re-fetched for a kid it does not hold (at most once per
-	// JWKSMinRefetch) and every JWKSRefresh. Defaults to none.
+	// JWKSMinRefetch) and, in the background, once it is JWKSRefresh old.
+	// Defaults to none.
 	JWKSURL string
 	// JWKSRefresh is how old the fetched JWKS may get before it is
 	// fetched again. Defaults to 10m.
@@ -49,6 +51,8 @@ type TokenOptions struct {
 	Leeway time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Logger logs failed JWKS fetches. Defaults to the server's logger.
+	Logger *slog.Logger
 }
 
 // Enabled reports whether any key is configured: turning tokens on turns
@@ -136,7 +140,7 @@ func newVerifier(o TokenOptions) (*verifier, error) {
 	}
 	v := &verifier{opts: o, parser: jwt.NewParser(popts...)}
 	if o.JWKSURL != "" {
-		v.jwks = newJWKS(o.JWKSURL, o.JWKSRefresh, o.JWKSMinRefetch, o.Now)
+		v.jwks = newJWKS(o.JWKSURL, o.JWKSRefresh, o.JWKSMinRefetch, o.Now, o.Logger)
 	}
 	return v, nil
 }

@@ -67,7 +67,7 @@ const aliceSecret = "alice's secret question"
 // of agent ext (rA) held by worker X, and user A's stream alice/s1.
 type tokenFixture struct {
 	alice, bob, workerX, admin string
-	runID                      string
+	runID, lease               string
 }
 
 func (v *env) tokenFixture(c *clock) tokenFixture {
@@ -87,7 +87,7 @@ func (v *env) tokenFixture(c *clock) tokenFixture {
 	v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"`+aliceSecret+` again"}]}}`, a...)
 	var cl extClaim
 	v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"wx","agents":["ext"],"wait_ms":5000}`, bearer(f.workerX)...).json(&cl)
-	f.runID = cl.Run.ID
+	f.runID, f.lease = cl.Run.ID, cl.Lease.Token
 	v.mustDo(201, "PUT", "/v1/stream/alice/s1", `{"a":"`+aliceSecret+`"}`, append(a, "Content-Type", "application/json")...)
 	v.mustDo(201, "PUT", "/v1/stream/__ds/subscriptions/sub1", `{"type":"pull-wake","pattern":"x/**","wake_stream":"wakes"}`, bearer(f.admin)...)
 	return f

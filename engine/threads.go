@@ -20,8 +20,8 @@ func (e *Engine) CreateThread(ctx context.Context, id string, metadata json.RawM
 
 // CreateOwnedThread is CreateThread for a thread owned by owner (the sub of
 // a signed token; see tether.Thread.Owner). A thread that exists is
-// returned as it is, with its own owner, whatever owner says: the caller
-// decides whether its user may see it.
+// returned (or refused for other metadata) as it is, with its own owner,
+// whatever owner says: the caller decides whether its user may see it.
 func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metadata json.RawMessage) (tether.Thread, bool, error) {
 	if e.closed.Load() {
 		return tether.Thread{}, false, errClosed
@@ -46,9 +46,6 @@ func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metada
 	if err != nil {
 		return tether.Thread{}, false, e.storeErr(err, "thread %s", id)
 	}
-	if rec.Thread.Owner != owner {
-		return rec.Thread, false, nil // not the caller's: no word on its metadata
-	}
 	if !sameJSON(rec.Thread.Metadata, metadata) {
 		return tether.Thread{}, false, tether.Errorf(tether.CodeConflict, "thread %s already exists with other metadata", id)
 	}
@@ -61,7 +58,11 @@ func (e *Engine) Thread(ctx context.Context, id string) (*tether.Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	return t.snapshotState().Snapshot(), nil
+	snap := t.snapshotState().Snapshot()
+	t.wmu.Lock()
+	snap.Thread.Owner = t.row.Owner // a row's, not the log's
+	t.wmu.Unlock()
+	return snap, nil
 }
 
 // ThreadOwner returns the owner of a thread (tether.Thread.Owner). It

@@ -49,6 +49,11 @@ type Options struct {
 	// them at shutdown). When it refuses (ok false, the server is shutting
 	// down) the request is answered 503.
 	Live func() (done func(), ok bool)
+	// Expires, if set, returns when the credentials of a request expire
+	// (the zero time: never). A long poll never waits past it; an SSE
+	// response ends there with a reconnect event whose reason is
+	// token_expired, and the client reconnects with fresh credentials.
+	Expires func(r *http.Request) time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -83,6 +88,22 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Expires == nil {
+		o.Expires = func(*http.Request) time.Time { return time.Time{} }
+	}
+}
+
+// untilExpiry returns d, or less if the request's credentials expire
+// sooner (expiring is then set).
+func (h *Handler) untilExpiry(r *http.Request, d time.Duration) (_ time.Duration, expiring bool) {
+	exp := h.opts.Expires(r)
+	if exp.IsZero() {
+		return d, false
+	}
+	if left := exp.Sub(h.opts.Now()); left < d {
+		return max(left, 0), true
+	}
+	return d, false
 }
 
 // Handler serves the Durable Streams protocol under Prefix.

@@ -294,7 +294,8 @@ func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, path string, 
 		h.noContent(w, rq, tail, true)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.LongPollTimeout)
+	wait, _ := h.untilExpiry(r, h.opts.LongPollTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	stop := context.AfterFunc(h.opts.Stopping, cancel)
 	defer stop()

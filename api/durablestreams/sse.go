@@ -105,7 +105,8 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		return
 	}
 	defer f.Close()
-	lifetime := time.NewTimer(h.opts.SSELifetime)
+	life, expiring := h.untilExpiry(r, h.opts.SSELifetime)
+	lifetime := time.NewTimer(life)
 	defer lifetime.Stop()
 	keepAlive := time.NewTicker(h.opts.LongPollTimeout)
 	defer keepAlive.Stop()
@@ -116,6 +117,10 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		case <-h.opts.Stopping.Done():
 			return
 		case <-lifetime.C:
+			if expiring {
+				sw.buf.WriteString("event: reconnect\ndata: {\"reason\":\"token_expired\"}\n\n")
+				sw.flush()
+			}
 			return
 		case <-keepAlive.C:
 			sw.control(next, true, false)

@@ -63,7 +63,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.tokens.secretFile, "jwt-secret-file", fs.envOr("TETHER_JWT_SECRET_FILE", ""), "file holding an HMAC secret (at least 32 bytes; trailing whitespace trimmed): accept user tokens (JWTs) signed HS256/HS384/HS512 with it ($TETHER_JWT_SECRET_FILE)")
 	pubKeys := &agentList{items: splitList(fs.envOr("TETHER_JWT_PUBLIC_KEYS", ""))}
 	fs.Var(pubKeys, "jwt-public-key", "PEM file of a public key (RSA, ECDSA or Ed25519): accept user tokens (JWTs) signed with its private key; repeat for more ($TETHER_JWT_PUBLIC_KEYS, comma-separated)")
-	fs.StringVar(&c.tokens.jwksURL, "jwks-url", fs.envOr("TETHER_JWKS_URL", ""), "URL of a JWKS: accept user tokens (JWTs) signed with its keys, picked by kid; fetched again for an unknown kid (at most every 30s) and every 10m, so keys rotate without a restart ($TETHER_JWKS_URL)")
+	fs.StringVar(&c.tokens.jwksURL, "jwks-url", fs.envOr("TETHER_JWKS_URL", ""), "URL of a JWKS: accept user tokens (JWTs) signed with its keys, picked by kid; fetched again for an unknown kid (at most every 30s) and once 10m old, so keys rotate without a restart ($TETHER_JWKS_URL)")
 	fs.StringVar(&c.tokens.issuer, "jwt-issuer", fs.envOr("TETHER_JWT_ISSUER", ""), "if set, the iss every user token must have ($TETHER_JWT_ISSUER)")
 	fs.StringVar(&c.tokens.audience, "jwt-audience", fs.envOr("TETHER_JWT_AUDIENCE", ""), "if set, a value every user token's aud must hold ($TETHER_JWT_AUDIENCE)")
 	insecure := fs.Bool("insecure", "TETHER_INSECURE", false, "allow listening on a non-loopback address without any API key")

@@ -1,0 +1,177 @@
+package api_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherhq/tether/api"
+)
+
+// newExpiryEnv is a token env whose streams beat often, with user A's
+// thread tA (a run of agent ext waiting for a worker, so that streams stay
+// open) and a token of user A that expires in a minute by clock c.
+func newExpiryEnv(t *testing.T, c *clock) (*env, string) {
+	t.Helper()
+	// Long polls would wait a minute but for the token's exp.
+	v := newTokenEnv(t, c, api.Options{Heartbeat: 40 * time.Millisecond, LongPollTimeout: time.Minute})
+	claims := userClaims(c, "alice", nil)
+	claims["exp"] = c.now().Add(time.Minute).Unix()
+	tok := mint(t, nil, claims)
+	v.mustDo(201, "POST", "/v1/threads", `{"id":"tA"}`, bearer(tok)...)
+	v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"hi"}]}}`, bearer(tok)...)
+	return v, tok
+}
+
+// A stream ends at its token's exp with reconnect token_expired, on every
+// SSE surface; before, it went on for as long as the connection lasted.
+// The clock jumps past exp once the stream is live: the stream ends at
+// its next beat.
+func TestSSEEndsAtTokenExpiry(t *testing.T) {
+	for _, c := range []struct {
+		name, path string
+		// last is the stream's last frame: its event name, or "" for
+		// the AG-UI stream (reset as for any cut) and the AI SDK's
+		// (ended), which have no reconnect event.
+		last string
+	}{
+		{"thread events", "/v1/threads/tA/events", "reconnect"},
+		{"run events", "/v1/runs/{rid}/events", "reconnect"},
+		{"ag-ui thread", "/v1/ag-ui/threads/tA/events", ""},
+		// The AI SDK's stream ends as at shutdown: useChat resumes it.
+		{"ai-sdk stream", "/v1/ai-sdk/ext/chat/tA/stream", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var clk clock
+			v, tok := newExpiryEnv(t, &clk)
+			var th struct {
+				Thread struct {
+					ActiveRunID string `json:"active_run_id"`
+				}
+			}
+			v.mustDo(200, "GET", "/v1/threads/tA", nil, bearer(tok)...).json(&th)
+			s := v.sse("GET", strings.Replace(c.path, "{rid}", th.Thread.ActiveRunID, 1), nil, bearer(tok)...)
+			if _, err := s.next(); err != nil { // the stream is up
+				t.Fatal(err)
+			}
+			clk.advance(time.Minute)
+			var last frame
+			for {
+				f, err := s.next()
+				if err != nil {
+					break
+				}
+				if !f.comment && f.event != "ping" {
+					last = f
+				}
+			}
+			if c.last == "" {
+				if last.event == "reconnect" {
+					t.Fatalf("stream ended with %+v, which its clients do not know", last)
+				}
+				return
+			}
+			if last.event != c.last || last.data != `{"reason":"token_expired"}` {
+				t.Fatalf("last frame %+v, want reconnect token_expired", last)
+			}
+		})
+	}
+}
+
+// A WebSocket whose token expires ends every subscription with
+// token_expired and its offset, then closes with 4001 token_expired.
+func TestWebSocketEndsAtTokenExpiry(t *testing.T) {
+	var clk clock
+	v, tok := newExpiryEnv(t, &clk)
+	w := v.ws("", bearer(tok)...)
+	w.subscribe("a", "thread_id", "tA", "after", "now")
+	w.expect("subscribed", "a")
+	w.subscribe("b", "thread_id", "tA")
+	w.expect("subscribed", "b")
+	clk.advance(time.Minute)
+	ended := map[string]bool{}
+	for len(ended) < 2 {
+		m, err := w.next()
+		if err != nil {
+			t.Fatalf("socket ended before both subscriptions did (%v): %v", ended, err)
+		}
+		if m.Op != "end" {
+			continue
+		}
+		if m.Reason != "token_expired" || m.Offset == "" {
+			t.Fatalf("end frame %s, want token_expired with an offset", m.raw)
+		}
+		ended[m.ID] = true
+	}
+	_, err := w.next()
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4001 || ce.Reason != "token_expired" {
+		t.Fatalf("after the ends: %v, want close 4001 token_expired", err)
+	}
+}
+
+// A JSON long poll never waits past the token's exp: with the clock a
+// second before exp, a wait of 30s answers (with nothing) at once.
+func TestLongPollBoundedByExpiry(t *testing.T) {
+	var clk clock
+	v, tok := newExpiryEnv(t, &clk)
+	clk.advance(time.Minute - time.Second)
+	start := time.Now()
+	r := v.mustDo(200, "GET", "/v1/threads/tA/events?after=now&wait=30", nil, append(bearer(tok), "Accept", "application/json")...)
+	if time.Since(start) > 20*time.Second {
+		t.Fatalf("the long poll waited %v, past the token's exp: %s", time.Since(start), r.body)
+	}
+}
+
+// An expired token gets 401 token_expired (so that a client refreshes it
+// rather than ask its user), with WWW-Authenticate; within the leeway it
+// is still accepted for requests.
+func TestTokenExpired(t *testing.T) {
+	var clk clock
+	v, tok := newExpiryEnv(t, &clk)
+	clk.advance(time.Minute + 20*time.Second) // within the 30s leeway
+	v.mustDo(200, "GET", "/v1/threads/tA", nil, bearer(tok)...)
+	clk.advance(20 * time.Second)
+	r := v.do("GET", "/v1/threads/tA", nil, bearer(tok)...)
+	if r.status != http.StatusUnauthorized || r.code() != "token_expired" || r.header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("expired token: %d %s %v", r.status, r.body, r.header)
+	}
+	if _, res, err := v.dialWS("?access_token="+tok, nil); err == nil || res == nil || res.StatusCode != 401 {
+		t.Fatalf("WebSocket with an expired token: %v %v", res, err)
+	}
+}
+
+// A Durable Streams SSE read ends at its token's exp with reconnect
+// token_expired, and a long poll answers (204) by then; the clock is set
+// just short of exp before each request, since these wait on timers.
+func TestDurableStreamsEndAtTokenExpiry(t *testing.T) {
+	var clk clock
+	v, tok := newExpiryEnv(t, &clk)
+	exp := clk.now().Add(time.Minute).Truncate(time.Second)
+	clk.advance(exp.Sub(clk.now()) - 50*time.Millisecond)
+	s := v.sse("GET", "/v1/stream/threads/tA?offset=-1&live=sse", nil, bearer(tok)...)
+	var last frame
+	for {
+		f, err := s.next()
+		if err != nil {
+			break
+		}
+		last = f
+	}
+	if last.event != "reconnect" || last.data != `{"reason":"token_expired"}` {
+		t.Fatalf("last frame %+v, want reconnect token_expired", last)
+	}
+
+	clk.advance(exp.Sub(clk.now()) - 50*time.Millisecond)
+	r := v.do("HEAD", "/v1/stream/threads/tA", nil, bearer(tok)...)
+	next := r.header.Get("Stream-Next-Offset")
+	start := time.Now()
+	r = v.do("GET", "/v1/stream/threads/tA?offset="+next+"&live=long-poll", nil, bearer(tok)...)
+	if r.status != http.StatusNoContent || time.Since(start) > 30*time.Second {
+		t.Fatalf("long poll at exp: %d %s after %v", r.status, r.body, time.Since(start))
+	}
+}
