@@ -43,6 +43,8 @@ class Outcome:
     fatal: bool = False  # retrying cannot help: raise error
     stop: bool = False  # the subscription is complete (or the consumer left)
     now: bool = False  # the server asked to reconnect at once
+    token_expired: bool = False  # ...because the token expired: the next connection needs a new one
+    token: Optional[str] = None  # the token the connection was made with
     connected: bool = False
     yielded: int = 0
 
@@ -132,6 +134,10 @@ class Follower:
             return None
         if event == "reconnect":
             o.now = True
+            try:
+                o.token_expired = json.loads(data).get("reason") == "token_expired"
+            except (ValueError, AttributeError):
+                pass
             return None
         if event == "end":
             try:

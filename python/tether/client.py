@@ -11,6 +11,7 @@ from . import _api
 from ._api import Call, T
 from ._follow import Follower, Outcome, backoff
 from ._sse import FrameTooLarge, SSEParser
+from ._token import TokenKeeper, TokenSource, auth_header, is_token_expired
 from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
 from .types import (
     JSON,
@@ -50,7 +51,15 @@ class Client:
 
     Args:
         base_url: the server's URL; a path prefix is kept.
-        token: sent as ``Authorization: Bearer <token>``.
+        token: sent as ``Authorization: Bearer <token>``; or a callable
+            returning one, called for the first request and
+            again when needed: for a JWT shortly before its ``exp`` (30 s, at
+            most half its lifetime) and when the server answers
+            ``token_expired`` (a 401: the request is sent once more; a
+            stream's ``reconnect``: it resumes from its offset with the new
+            one); for any other token at each request. A callable that raises
+            fails the call with the code ``token_unavailable`` (a
+            subscription retries it with its backoff).
         timeout: bound of each REST request, in seconds. Defaults to 30.
         min_backoff, max_backoff: the retry delays, exponential from
             ``min_backoff`` up to ``max_backoff`` with full jitter. Default to
@@ -62,7 +71,7 @@ class Client:
     def __init__(
         self,
         base_url: str = DEFAULT_URL,
-        token: Optional[str] = None,
+        token: TokenSource = None,
         *,
         timeout: float = 30.0,
         min_backoff: float = 0.2,
@@ -70,7 +79,7 @@ class Client:
         http_client: Optional[httpx.Client] = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._auth = TokenKeeper(token)
         self._timeout = timeout
         self._min, self._max = min_backoff, max(max_backoff, min_backoff)
         self._own = http_client is None
@@ -89,15 +98,25 @@ class Client:
 
     # -- REST
 
+    def _send(self, method: str, url: str, *, headers: Mapping[str, str], **kw: Any) -> httpx.Response:
+        """One request with the token; a 401 ``token_expired`` is sent once more with a new one."""
+        token = self._auth.get()
+        r = self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
+        if self._auth.refreshable and is_token_expired(r.status_code, r.content):
+            self._auth.expired(token)
+            token = self._auth.get()
+            r = self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
+        return r
+
     def _do(self, c: Call[T]) -> T:
         body = _api.encode(c.body) if c.body is not None else None
-        headers = {"Accept": "application/json", **self._headers, **c.headers}
+        headers = {"Accept": "application/json", **c.headers}
         if body is not None:
             headers["Content-Type"] = "application/json"
         for attempt in range(_api.MAX_RETRIES + 1):
             wait = 0.0
             try:
-                r = self._http.request(c.method, self.base_url + c.path, content=body, params=c.params, headers=headers, timeout=self._timeout)
+                r = self._send(c.method, self.base_url + c.path, content=body, params=c.params, headers=headers, timeout=self._timeout)
             except httpx.TransportError as e:
                 if attempt == _api.MAX_RETRIES or not _api.retryable_transport(e, c.retry):
                     raise
@@ -231,6 +250,8 @@ class Client:
             while True:
                 o = Outcome()
                 yield from self._connect(f, o)
+                if o.token_expired:
+                    self._auth.expired(o.token)
                 if o.stop:
                     return
                 if o.fatal:
@@ -267,30 +288,41 @@ class Client:
     def _connect(self, f: Follower, o: Outcome) -> Iterator[Update]:
         path, headers = f.request()
         try:
-            with self._http.stream("GET", self.base_url + path, headers={**self._headers, **headers}, timeout=stream_timeout(f.read_timeout)) as resp:
-                if resp.status_code != 200:
-                    err = TetherError.from_response(resp.status_code, resp.read(), resp.headers)
-                    o.error, o.fatal = err, not _api.retryable(resp.status_code, _api.SAFE)
+            o.token = self._auth.get()
+            for again in (False, True):
+                h = {**auth_header(o.token), **headers}
+                with self._http.stream("GET", self.base_url + path, headers=h, timeout=stream_timeout(f.read_timeout)) as resp:
+                    if resp.status_code != 200:
+                        body = resp.read()
+                        if not again and self._auth.refreshable and is_token_expired(resp.status_code, body):
+                            self._auth.expired(o.token)
+                            o.token = self._auth.get()
+                            continue
+                        err = TetherError.from_response(resp.status_code, body, resp.headers)
+                        o.error, o.fatal = err, not _api.retryable(resp.status_code, _api.SAFE)
+                        return
+                    ctype = resp.headers.get("content-type", "").split(";")[0].strip()
+                    if ctype != "text/event-stream":
+                        o.error, o.fatal = StreamError(INTERNAL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
+                        return
+                    p = SSEParser()
+                    for chunk in resp.iter_bytes():
+                        for fr in p.feed(chunk):
+                            u = f.frame(fr.event, fr.data, fr.id, fr.has_data, o)
+                            if o.fatal:
+                                return
+                            if u is not None:
+                                yield u
+                                if f.done:
+                                    o.stop = True
+                            if o.stop or o.now:
+                                return
                     return
-                ctype = resp.headers.get("content-type", "").split(";")[0].strip()
-                if ctype != "text/event-stream":
-                    o.error, o.fatal = StreamError(INTERNAL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
-                    return
-                p = SSEParser()
-                for chunk in resp.iter_bytes():
-                    for fr in p.feed(chunk):
-                        u = f.frame(fr.event, fr.data, fr.id, fr.has_data, o)
-                        if o.fatal:
-                            return
-                        if u is not None:
-                            yield u
-                            if f.done:
-                                o.stop = True
-                        if o.stop or o.now:
-                            return
         except FrameTooLarge as e:
             o.error, o.fatal = StreamError(TOO_LARGE, str(e)), True
         except httpx.TransportError as e:
+            o.error = e
+        except TetherError as e:  # the token callable raised: retried with the backoff
             o.error = e
 
     def follow(self, run_id: str, *, after: str = OFFSET_START, on_state: Optional[StateCallback] = None) -> Iterator[Event]:

@@ -3,7 +3,7 @@
 // Everything live comes from @tether/client.
 
 import { TetherClient, type ConnectionState, type StoreView, type TetherError, type Thread } from '@tether/client';
-import { askForToken, authReason, getToken } from './auth.js';
+import { askForToken, authReason, tokenSource } from './auth.js';
 import { ChatView, isAuthError } from './chat.js';
 import { Composer } from './composer.js';
 import { h, icon, setData, setText } from './dom.js';
@@ -18,7 +18,7 @@ const CONNECTION_LABEL: Record<ConnectionState, string> = {
 };
 
 class App {
-  private readonly client = new TetherClient({ baseUrl: '', token: () => getToken() });
+  private readonly client = new TetherClient({ baseUrl: '', token: tokenSource() });
   private readonly threads: ThreadList;
   private readonly chat: ChatView;
   private readonly composer: Composer;
@@ -145,7 +145,7 @@ class App {
     if (this.authAsked) return;
     this.authAsked = true;
     this.threads.stop();
-    askForToken(authReason(err.status));
+    askForToken(authReason(err), err);
   }
 }
 

@@ -21,6 +21,7 @@ import {
 } from '@ag-ui/client';
 import { Observable, type Subscription } from 'rxjs';
 import { backoffDelay, defaultTimers, type BackoffOptions, type Timers } from './timing.js';
+import { TokenKeeper, authorized, errorCode, type TokenSource } from './token.js';
 
 /** Options of a {@link TetherAgent}: HttpAgent's, and how it resumes. */
 export interface TetherAgentConfig extends HttpAgentConfig {
@@ -39,6 +40,15 @@ export interface TetherAgentConfig extends HttpAgentConfig {
   maxAttempts?: number;
   /** Timers, injectable for tests. Defaults to the global ones. */
   timers?: Timers;
+  /**
+   * A bearer token, or a function returning one, sent as `Authorization`
+   * (see `TetherClientOptions.token`): a JWT is asked for again before its
+   * `exp` and when the server answers `token_expired`; a stream cut at the
+   * token's expiry is joined again with the new one.
+   */
+  token?: TokenSource;
+  /** How long before a JWT's `exp` a new one is asked for. Defaults to 30 s (at most half its lifetime). */
+  refreshAheadMs?: number;
 }
 
 /** What the Tether projection adds to every event's metadata (key `tether`). */
@@ -67,6 +77,7 @@ export class TetherAgent extends HttpAgent {
   private readonly backoff: BackoffOptions;
   private readonly maxAttempts: number;
   private readonly timers: Timers;
+  private readonly tokens: TokenKeeper;
   /** The Tether run of the last event received, if any. */
   tetherRunId: string | undefined;
   /** The Tether offset of the last event received, if any. */
@@ -79,6 +90,7 @@ export class TetherAgent extends HttpAgent {
     this.backoff = { initialMs: 250, maxMs: 5_000, ...config.backoff };
     this.maxAttempts = config.maxAttempts ?? 20;
     this.timers = config.timers ?? defaultTimers;
+    this.tokens = new TokenKeeper(config.token, { refreshAheadMs: config.refreshAheadMs }, this.timers);
   }
 
   /**
@@ -87,7 +99,7 @@ export class TetherAgent extends HttpAgent {
    */
   override run(input: RunAgentInput): Observable<BaseEvent> {
     const init = this.requestInit(enforceOutgoingInput(input));
-    return this.follow(input, () => this.fetch(this.url, init), input.resume?.length ? 'rejoin' : 'repeat', input.runId);
+    return this.follow(input, () => this.send(this.url, init), input.resume?.length ? 'rejoin' : 'repeat', input.runId);
   }
 
   /**
@@ -96,7 +108,7 @@ export class TetherAgent extends HttpAgent {
    * thread without runs, or that does not exist yet, gives nothing.
    */
   protected override connect(input: RunAgentInput): Observable<BaseEvent> {
-    return this.follow(input, () => this.fetch(this.joinUrl(input.threadId, 'current'), this.getInit()), 'rejoin', undefined);
+    return this.follow(input, () => this.send(this.joinUrl(input.threadId, 'current'), this.getInit()), 'rejoin', undefined);
   }
 
   /**
@@ -114,8 +126,25 @@ export class TetherAgent extends HttpAgent {
    */
   override clone(): TetherAgent {
     const c = super.clone() as TetherAgent;
-    Object.assign(c, { baseUrl: this.baseUrl, backoff: this.backoff, maxAttempts: this.maxAttempts, timers: this.timers });
+    Object.assign(c, { baseUrl: this.baseUrl, backoff: this.backoff, maxAttempts: this.maxAttempts, timers: this.timers, tokens: this.tokens });
     return c;
+  }
+
+  /**
+   * One request with the token; a 401 `token_expired` is sent once more
+   * with a new one. Throws a TetherError `token_unavailable` when the token
+   * function throws (retried like a drop).
+   */
+  private async send(url: string, init: RequestInit): Promise<Response> {
+    let token = await this.tokens.get();
+    let res = await this.fetch(url, authorized(init, token));
+    if (res.status === 401 && this.tokens.refreshable && (await errorCode(res)) === 'token_expired') {
+      this.tokens.expired(token);
+      token = await this.tokens.get();
+      res.body?.cancel().catch(() => {});
+      res = await this.fetch(url, authorized(init, token));
+    }
+    return res;
   }
 
   private joinUrl(threadId: string, runId: string): string {
@@ -208,7 +237,7 @@ export class TetherAgent extends HttpAgent {
           timer = undefined;
           if (done) return;
           if (!received && onEarlyFailure === 'repeat') start(first, false);
-          else start(() => this.fetch(this.joinUrl(input.threadId, this.tetherRunId ?? 'current'), this.getInit()), true);
+          else start(() => this.send(this.joinUrl(input.threadId, this.tetherRunId ?? 'current'), this.getInit()), true);
         }, backoffDelay(failures - 1, this.backoff, this.timers.random));
       };
 
@@ -270,10 +299,10 @@ function isAbort(err: unknown): boolean {
   return (err as { name?: string } | undefined)?.name === 'AbortError';
 }
 
-/** A drop, a refused connection or a 5xx is worth another try; a 4xx is not. */
+/** A drop, a refused connection, a 5xx or a token function that failed is worth another try; a 4xx is not. */
 function retryable(err: unknown): boolean {
   const status = (err as { status?: number } | undefined)?.status;
-  return status === undefined || status >= 500 || status === 429;
+  return status === undefined || status === 0 || status >= 500 || status === 429;
 }
 
 /** Reads and removes `metadata.tether` (the metadata goes if it empties). */

@@ -10,6 +10,11 @@ export interface UIFrame {
   chunk: { type: string; [key: string]: unknown };
   /** The frame's size in bytes on the wire. */
   size: number;
+  /**
+   * The frame's `event` field, if it has one: a control frame, not a chunk
+   * (`reconnect`, whose `chunk` is its data, e.g. `{"reason":"token_expired"}`).
+   */
+  event?: string;
 }
 
 /**
@@ -67,15 +72,17 @@ export async function* parseUIStream(
 function parseBlock(block: string): UIFrame | undefined {
   let id: string | undefined;
   let data: string | undefined;
+  let event: string | undefined;
   for (const line of block.split('\n')) {
     if (line === '' || line.startsWith(':')) continue;
     const colon = line.indexOf(':');
     const field = colon === -1 ? line : line.slice(0, colon);
     const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
     if (field === 'id') id = value;
+    else if (field === 'event') event = value;
     else if (field === 'data') data = data === undefined ? value : `${data}\n${value}`;
   }
   if (data === undefined || data === '[DONE]') return undefined;
   const chunk = JSON.parse(data) as UIFrame['chunk'];
-  return { id: id === '' ? undefined : id, chunk, size: new TextEncoder().encode(block).length + 2 };
+  return { id: id === '' ? undefined : id, chunk, size: new TextEncoder().encode(block).length + 2, ...(event !== undefined ? { event } : {}) };
 }

@@ -2,6 +2,7 @@
 // resumes a dropped answer from its exact offset (docs/ai-sdk.md).
 import type { ChatTransport, UIMessage, UIMessageChunk } from 'ai';
 import { parseUIStream } from './ai-sdk-stream.js';
+import { TokenKeeper, authorized, errorCode, type TokenSource } from './token.js';
 
 export type { UIFrame } from './ai-sdk-stream.js';
 export { parseUIStream } from './ai-sdk-stream.js';
@@ -13,8 +14,18 @@ export interface TetherChatTransportOptions {
    * or a path on the page's origin (`/v1/ai-sdk/demo/chat`).
    */
   api: string;
-  /** A bearer token (a client-role key), sent as `Authorization`. Defaults to none. */
-  token?: string;
+  /**
+   * A bearer token, or a function returning one, sent as `Authorization`.
+   * Defaults to none. A function's JWT is asked for again before its `exp`
+   * (see {@link refreshAheadMs}) and when the server answers
+   * `token_expired` (a 401, or a stream's `reconnect` reason): the request
+   * is sent again, the stream resumes from its offset. A function that
+   * throws fails that request (`token_unavailable: …`); a stream retries
+   * it like a drop.
+   */
+  token?: TokenSource;
+  /** How long before a JWT's `exp` a new one is asked for. Defaults to 30 s (at most half its lifetime). */
+  refreshAheadMs?: number;
   /** More request headers, or a function returning them per request. Defaults to none. */
   headers?: Record<string, string> | (() => Record<string, string> | Promise<Record<string, string>>);
   /**
@@ -91,9 +102,12 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
 
   private readonly opts: TetherChatTransportOptions;
   private readonly positions = new Map<string, ChatPosition>();
+  private readonly tokens: TokenKeeper;
+  private readonly sentWith = new WeakMap<Response, string | undefined>();
 
   constructor(opts: TetherChatTransportOptions) {
     this.opts = opts;
+    this.tokens = new TokenKeeper(opts.token, { refreshAheadMs: opts.refreshAheadMs });
   }
 
   /** Where the latest stream of a chat stands, if this transport served one. */
@@ -153,14 +167,23 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
     const out: Record<string, string> = { ...h };
     if (extra instanceof Headers) extra.forEach((v, k) => (out[k] = v));
     else Object.assign(out, extra);
-    if (this.opts.token) out['authorization'] = `Bearer ${this.opts.token}`;
     return out;
   }
 
+  // request sends with the token; a 401 token_expired is sent once more
+  // with a new one.
   private async request(url: string, init: RequestInit): Promise<Response> {
     const f = this.opts.fetch ?? globalThis.fetch;
     this.stats.connections++;
-    const res = await f(url, init);
+    let token = await this.token();
+    let res = await f(url, authorized(init, token));
+    if (res.status === 401 && this.tokens.refreshable && (await errorCode(res)) === 'token_expired') {
+      this.tokens.expired(token);
+      token = await this.token();
+      res.body?.cancel().catch(() => {});
+      res = await f(url, authorized(init, token));
+    }
+    this.sentWith.set(res, token);
     if (!res.ok && res.status !== 204) {
       let message = `HTTP ${res.status}`;
       try {
@@ -172,6 +195,14 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       throw new Error(message);
     }
     return res;
+  }
+
+  private async token(): Promise<string | undefined> {
+    try {
+      return await this.tokens.get();
+    } catch (err) {
+      throw new Error(err instanceof Error ? `${(err as { code?: string }).code}: ${err.message}` : String(err), { cause: err });
+    }
   }
 
   /**
@@ -256,6 +287,11 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
           self.stats.bytes += n;
           arm();
         })) {
+          if (f.event !== undefined && f.event !== 'message') {
+            // A control frame: the server ends the stream after it.
+            if (f.event === 'reconnect' && f.chunk?.reason === 'token_expired') self.tokens.expired(self.sentWith.get(r));
+            continue;
+          }
           pending.push(f.chunk as UIMessageChunk);
           pendingBytes += f.size;
           if (f.id === undefined) continue;

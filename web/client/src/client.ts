@@ -1,5 +1,6 @@
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { LiveRun, LiveThread, type FollowOptions } from './live.js';
+import { TokenKeeper, errorCode, type TokenSource } from './token.js';
 import {
   SubscriptionImpl,
   type ConnectionOptions,
@@ -14,8 +15,18 @@ import type { FinalAnswer, InputMessage, JSONObject, JSONValue, Message, Multita
 export interface TetherClientOptions extends ConnectionOptions {
   /** The server's base URL, e.g. `https://tether.example.com` or `""` for the page's origin. */
   baseUrl: string;
-  /** A bearer token, or a function returning one (called for each request, so it may rotate). */
-  token?: string | (() => string | undefined | Promise<string | undefined>);
+  /**
+   * A bearer token, or a function returning one. A function is called for
+   * each request, unless what it returns is a JWT with an `exp`: that is
+   * kept and asked for again {@link refreshAheadMs} before it expires, and at
+   * once when the server answers `token_expired` (a 401 code, or an SSE
+   * `reconnect` reason): the request is sent again, the stream resumes from
+   * its offset, nothing lost. A function that throws fails the request with
+   * the code `token_unavailable` (subscriptions retry with their backoff).
+   */
+  token?: TokenSource;
+  /** How long before a JWT's `exp` a new one is asked for. Defaults to 30 s (at most half its lifetime). */
+  refreshAheadMs?: number;
   /** The fetch to use. Defaults to the global fetch, looked up at each call. */
   fetch?: typeof fetch;
   /** Extra headers for every request. */
@@ -61,6 +72,7 @@ export interface RunWithMessages {
 
 const enc = encodeURIComponent;
 
+
 function newKey(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
   if (c?.randomUUID) return c.randomUUID();
@@ -81,25 +93,59 @@ function newKey(): string {
 export class TetherClient implements Transport {
   private readonly baseUrl: string;
   private readonly fetchFn: typeof fetch;
+  private readonly tokens: TokenKeeper;
+  private readonly sentWith = new WeakMap<Response, string | undefined>();
 
   /** Makes a client; nothing is requested until a method is called. */
   constructor(readonly options: TetherClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.tokens = new TokenKeeper(options.token, { refreshAheadMs: options.refreshAheadMs }, options.timers);
   }
 
-  /** @internal Sends a request with the client's auth and headers; fetch errors become TetherErrors. */
+  /**
+   * @internal Sends a request with the client's auth and headers; fetch
+   * errors become TetherErrors. A 401 `token_expired` for a token the
+   * function gave is answered by asking it for a new one and sending the
+   * request once more.
+   */
   async request(path: string, init: RequestInit = {}): Promise<Response> {
+    let token = await this.tokens.get();
+    let res = await this.send(path, init, token);
+    if (res.status === 401 && this.tokens.refreshable && (await errorCode(res)) === 'token_expired') {
+      this.tokens.expired(token);
+      token = await this.tokens.get();
+      res.body?.cancel().catch(() => {});
+      res = await this.send(path, init, token);
+    }
+    this.sentWith.set(res, token);
+    return res;
+  }
+
+  private async send(path: string, init: RequestInit, token: string | undefined): Promise<Response> {
     const headers = new Headers(this.options.headers);
     new Headers(init.headers).forEach((v, k) => headers.set(k, v));
-    const t = this.options.token;
-    const token = typeof t === 'function' ? await t() : t;
     if (token) headers.set('Authorization', `Bearer ${token}`);
     try {
       return await this.fetchFn(this.baseUrl + path, { ...init, headers });
     } catch (err) {
       throw toTetherError(err, init.signal ?? undefined);
     }
+  }
+
+  /** @internal The stream of `res` was ended for its token's expiry: the next request asks for a new one. */
+  tokenExpired(res: Response): void {
+    this.tokens.expired(this.sentWith.get(res));
+  }
+
+  /** @internal When the held token should be refreshed (a JWT's `exp` less the margin), if known. */
+  tokenRefreshTime(): number | undefined {
+    return this.tokens.refreshTime();
+  }
+
+  /** @internal Asks for a new token ahead of the old one's `exp`; failures wait for the next request. */
+  refreshToken(): void {
+    this.tokens.get().catch(() => {});
   }
 
   private async json<T>(method: string, path: string, body?: unknown, opts: RequestOptions & { headers?: Record<string, string> } = {}): Promise<T> {

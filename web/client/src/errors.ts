@@ -2,11 +2,13 @@
  * Error codes: the server's stable codes (protocol §1) plus the client's
  * own: `network` (the request did not get an answer), `aborted` (closed by
  * the caller), `timeout` (no answer in time), `protocol` (the server's answer
- * was not what the protocol says).
+ * was not what the protocol says), `token_unavailable` (the token function
+ * threw: nothing was sent).
  */
 export type ErrorCode =
   | 'bad_request'
   | 'unauthorized'
+  | 'token_expired'
   | 'forbidden'
   | 'not_found'
   | 'conflict'
@@ -21,6 +23,7 @@ export type ErrorCode =
   | 'aborted'
   | 'timeout'
   | 'protocol'
+  | 'token_unavailable'
   | (string & {});
 
 /**

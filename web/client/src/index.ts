@@ -26,6 +26,8 @@ export type {
   Subscription,
   SubscriptionHandlers,
 } from './subscription.js';
+export { jwtExpiry } from './token.js';
+export type { TokenOptions, TokenReason, TokenRequest, TokenSource } from './token.js';
 export { backoffDelay, browserLifecycle, defaultTimers } from './timing.js';
 export type { BackoffOptions, Lifecycle, Timers, WakeReason } from './timing.js';
 export { compareOffsets, isEventOffset, isTerminalMessageStatus, isTerminalRunStatus } from './types.js';

@@ -111,6 +111,12 @@ export interface Subscription {
 export interface Transport {
   request(path: string, init: RequestInit): Promise<Response>;
   getRun(runId: string, signal?: AbortSignal): Promise<{ run: Run }>;
+  /** The server ended the stream of `res` at its token's expiry. */
+  tokenExpired?(res: Response): void;
+  /** When the token should be refreshed, if it has an `exp`. */
+  tokenRefreshTime?(): number | undefined;
+  /** Refreshes the token ahead of its `exp`. */
+  refreshToken?(): void;
 }
 
 /** @internal A POST /runs/stream to make before following the run. */
@@ -124,6 +130,7 @@ interface Outcome {
   error?: TetherError;
   fatal?: boolean;
   now?: boolean; // the server asked to reconnect
+  tokenExpired?: boolean; // …because the token expired
   connected?: boolean;
   yielded: number;
 }
@@ -374,6 +381,7 @@ export class SubscriptionImpl implements Subscription {
       this.opts.readinessTimeoutMs ?? 10_000,
     );
     let stall: unknown;
+    let refresh: unknown;
     const stallMs = () => (this.opts.stallHeartbeats ?? 3) * this.heartbeatMs;
     const checkStall = () => {
       const idle = this.timers.now() - this.lastByteAt;
@@ -405,6 +413,10 @@ export class SubscriptionImpl implements Subscription {
           this.lastByteAt = this.timers.now();
           this.clearTimer(stall);
           stall = this.setTimer(checkStall, stallMs());
+          // Fetch the next token ahead of this one's exp, so that the
+          // reconnect at the exp does not wait for it.
+          const at = refresh === undefined ? this.transport.tokenRefreshTime?.() : undefined;
+          if (at !== undefined) refresh = this.setTimer(() => this.transport.refreshToken?.(), Math.max(0, at - this.timers.now()));
         });
       });
       const reader = res.body.getReader();
@@ -420,6 +432,7 @@ export class SubscriptionImpl implements Subscription {
       } finally {
         reader.cancel().catch(() => {});
       }
+      if (o.tokenExpired) this.transport.tokenExpired?.(res);
       return o;
     } catch (err) {
       if (this.isClosed) return o;
@@ -429,6 +442,7 @@ export class SubscriptionImpl implements Subscription {
     } finally {
       this.clearTimer(readiness);
       this.clearTimer(stall);
+      this.clearTimer(refresh);
       if (!ac.signal.aborted) ac.abort();
     }
   }
@@ -466,6 +480,11 @@ export class SubscriptionImpl implements Subscription {
         return false;
       case 'reconnect':
         o.now = true;
+        try {
+          o.tokenExpired = (JSON.parse(f.data) as { reason?: unknown })?.reason === 'token_expired';
+        } catch {
+          // no reason given: reconnect all the same
+        }
         return true;
       case 'snapshot': {
         if (f.noData) return false;

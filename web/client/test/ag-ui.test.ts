@@ -5,7 +5,9 @@ import { HttpAgent } from '@ag-ui/client';
 import { describe, expect, it } from 'vitest';
 import { TetherAgent } from '../src/ag-ui.js';
 import type { Timers } from '../src/timing.js';
-import { FakeFetch, type Pipe, settle } from './helpers/fake.js';
+import type { TokenRequest } from '../src/token.js';
+import { FakeFetch, errorResponse, type Pipe, settle } from './helpers/fake.js';
+import { userToken } from './helpers/jwt.js';
 
 /** Timers that fire at once (the backoff is not what these tests are about). */
 const now: Timers = { setTimeout: (fn) => setTimeout(fn, 0), clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>), now: () => Date.now(), random: () => 0 };
@@ -171,5 +173,88 @@ describe('TetherAgent', () => {
     const res = await a.connectAgent();
     expect(res.newMessages).toEqual([]);
     expect(ff.requests).toHaveLength(1);
+  });
+
+  describe('tokens', () => {
+    function minting(clock: () => number, lifeMs: number) {
+      const calls: TokenRequest[] = [];
+      const issued: string[] = [];
+      const token = async (r: TokenRequest) => {
+        calls.push(r);
+        issued.push(userToken('alice', clock() + lifeMs, { n: issued.length }));
+        return issued[issued.length - 1];
+      };
+      return { calls, issued, token };
+    }
+
+    it('sends a run refused with 401 token_expired once more with a new token', async () => {
+      const tk = minting(Date.now, 3_600_000);
+      const ff = new FakeFetch();
+      ff.next(() => errorResponse(401, 'token_expired'));
+      const post = ff.expectSSE();
+      const a = new TetherAgent({ url: 'http://tether.test/v1/ag-ui/demo', threadId: 't1', fetch: ff.fetch, timers: now, token: tk.token });
+      const done = a.runAgent({ runId: 'r1' });
+      const p = await post;
+      p.push(started() + finished());
+      p.end();
+      await done;
+      expect(tk.calls).toEqual([{ reason: 'initial' }, { reason: 'expired', previous: tk.issued[0] }]);
+      expect(ff.requests.map((r) => r.headers.get('authorization'))).toEqual([`Bearer ${tk.issued[0]}`, `Bearer ${tk.issued[1]}`]);
+      expect(ff.requests[1]!.body).toBe(ff.requests[0]!.body);
+    });
+
+    it('joins again with a new token after a cut near the token\'s exp: the text once', async () => {
+      let t = Date.parse('2026-01-01T00:00:00Z');
+      const timers: Timers = { ...now, now: () => t };
+      const tk = minting(() => t, 60_000);
+      const ff = new FakeFetch();
+      const post = ff.expectSSE();
+      const a = new TetherAgent({ url: 'http://tether.test/v1/ag-ui/demo', threadId: 't1', fetch: ff.fetch, timers, token: tk.token });
+      const done = a.runAgent({ runId: 'r1' });
+      const p = await post;
+      p.push(started() + f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { last: false }) + text('Hel'));
+      await settle();
+      t += 60_000; // the server resets the stream at the token's exp
+      const join = ff.expectSSE();
+      p.fail(new TypeError('terminated'));
+      const j = await join;
+      const at = '0000000001_0000000000000997';
+      j.push(
+        f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
+          f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Hel' }] }, { offset: at, prelude: true, last: false }) +
+          f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
+          text('lo') +
+          f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
+          finished(),
+      );
+      j.end();
+      await done;
+      expect(tk.calls.map((c) => c.reason)).toEqual(['initial', 'expiring']);
+      expect(ff.requests[1]!.headers.get('authorization')).toBe(`Bearer ${tk.issued[1]}`);
+      expect(a.messages).toEqual([{ id: 'm1', role: 'assistant', content: 'Hello' }]);
+    });
+
+    it('a token function that throws is retried with the backoff, then fails the run with it', async () => {
+      const ff = new FakeFetch();
+      let calls = 0;
+      const delays: number[] = [];
+      const timers: Timers = { ...now, setTimeout: (fn, ms) => (delays.push(ms), setTimeout(fn, 0)) };
+      const a = new TetherAgent({
+        url: 'http://tether.test/v1/ag-ui/demo',
+        threadId: 't1',
+        fetch: ff.fetch,
+        timers,
+        maxAttempts: 3,
+        token: () => {
+          calls++;
+          throw new Error('signed out');
+        },
+      });
+      const err = await a.runAgent({ runId: 'r1' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'token_unavailable', message: 'the token function failed: signed out' });
+      expect(calls).toBe(4); // the first try and maxAttempts retries
+      expect(delays).toEqual([250, 500, 1000]);
+      expect(ff.requests).toHaveLength(0);
+    });
   });
 });

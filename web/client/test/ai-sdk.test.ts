@@ -2,6 +2,8 @@
 // chunks an event at a time, where it reconnects from, and when it gives up.
 import { describe, expect, it } from 'vitest';
 import { TetherChatTransport, parseUIStream } from '../src/ai-sdk.js';
+import type { TokenRequest } from '../src/token.js';
+import { userToken } from './helpers/jwt.js';
 
 const enc = new TextEncoder();
 
@@ -133,6 +135,86 @@ describe('TetherChatTransport', () => {
     const { fetch } = scripted(() => streamRes([frame({ type: 'start' }, '1_1')], 'fail'), err(410, 'gone'));
     const t2 = new TetherChatTransport({ api: '/x/chat', fetch, backoff: { initialMs: 1, maxMs: 2 } });
     await expect(collect(await send(t2))).rejects.toThrow('gone: nope');
+  });
+});
+
+describe('TetherChatTransport tokens', () => {
+  function minting(lifeMs: number) {
+    const calls: TokenRequest[] = [];
+    const issued: string[] = [];
+    const token = async (r: TokenRequest) => {
+      calls.push(r);
+      issued.push(userToken('alice', Date.now() + lifeMs, { n: issued.length }));
+      return issued[issued.length - 1];
+    };
+    return { calls, issued, token };
+  }
+  const expired = () => new Response(JSON.stringify({ error: { code: 'token_expired', message: 'the token has expired' } }), { status: 401 });
+
+  it('on a stream ended for token_expired, resumes from its offset with a new token: nothing twice, nothing lost', async () => {
+    const tk = minting(3_600_000);
+    const { fetch, calls } = scripted(
+      () => streamRes([frame({ type: 'start', messageId: 'm1' }), frame({ type: 'text-start', id: 't' }, '1_1'), frame({ type: 'text-delta', id: 't', delta: 'a' }, '1_2'), 'event: reconnect\ndata: {"reason":"token_expired"}\n\n']),
+      () => streamRes([frame({ type: 'text-delta', id: 't', delta: 'b' }, '1_3'), frame({ type: 'text-end', id: 't' }), frame({ type: 'finish' }, '1_4')]),
+    );
+    const t = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat', fetch, token: tk.token, backoff: { initialMs: 1, maxMs: 2 } });
+    const chunks = await collect(await send(t));
+    expect(chunks).toEqual([
+      { type: 'start', messageId: 'm1' },
+      { type: 'text-start', id: 't' },
+      { type: 'text-delta', id: 't', delta: 'a' },
+      { type: 'text-delta', id: 't', delta: 'b' },
+      { type: 'text-end', id: 't' },
+      { type: 'finish' },
+    ]);
+    expect(tk.calls).toEqual([{ reason: 'initial' }, { reason: 'expired', previous: tk.issued[0] }]);
+    expect(calls.map((c) => c.headers.get('authorization'))).toEqual([`Bearer ${tk.issued[0]}`, `Bearer ${tk.issued[1]}`]);
+    expect(calls[1]!.url).toBe('/v1/ai-sdk/demo/chat/c1/stream?run_id=run_1&after=1_2');
+  });
+
+  it('sends a request refused with 401 token_expired once more with a new token; a string token stays as it is', async () => {
+    const tk = minting(3_600_000);
+    const { fetch, calls } = scripted(expired, () => streamRes([frame({ type: 'start', messageId: 'm1' }), frame({ type: 'finish' }, '1_1')]));
+    const t = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat', fetch, token: tk.token });
+    expect(await collect(await send(t))).toHaveLength(2);
+    expect(calls).toHaveLength(2);
+    expect(calls[0]!.body).toBe(calls[1]!.body);
+    expect(calls[1]!.headers.get('authorization')).toBe(`Bearer ${tk.issued[1]}`);
+
+    const s = scripted(expired, expired);
+    const fixed = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat', fetch: s.fetch, token: 'a-fixed-client-key-0123456789' });
+    await expect(send(fixed)).rejects.toThrow('token_expired: the token has expired');
+    expect(s.calls).toHaveLength(1);
+  });
+
+  it('asks for a new token ahead of exp before a reconnect', async () => {
+    const tk = minting(60_000);
+    const { fetch, calls } = scripted(
+      () => streamRes([frame({ type: 'start', messageId: 'm1' }, '1_1')], 'fail'),
+      () => streamRes([frame({ type: 'finish' }, '1_2')]),
+    );
+    const realNow = Date.now;
+    let now = realNow();
+    Date.now = () => now;
+    try {
+      const clock: typeof globalThis.fetch = (u, i) => {
+        if (calls.length === 0) now += 31_000; // the first stream lasts past exp − 30 s
+        return fetch(u, i);
+      };
+      const t = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat', fetch: clock, token: tk.token, backoff: { initialMs: 1, maxMs: 2 } });
+      expect(await collect(await send(t))).toHaveLength(2);
+    } finally {
+      Date.now = realNow;
+    }
+    expect(tk.calls).toEqual([{ reason: 'initial' }, { reason: 'expiring', previous: tk.issued[0] }]);
+    expect(calls[1]!.headers.get('authorization')).toBe(`Bearer ${tk.issued[1]}`);
+  });
+
+  it('a token function that throws fails the request with a clear error', async () => {
+    const { fetch, calls } = scripted();
+    const t = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat', fetch, token: () => Promise.reject(new Error('signed out')) });
+    await expect(send(t)).rejects.toThrow('token_unavailable: the token function failed: signed out');
+    expect(calls).toHaveLength(0);
   });
 });
 

@@ -235,7 +235,8 @@ describe('chat page', () => {
     const tid = await send(page, 'hello');
     await waitForRunStatus(page, 'done');
     expect(await page.getByTestId('token-prompt').count()).toBe(0);
-    expect(await page.evaluate(() => localStorage.getItem('tether.token'))).toBe(token);
+    // In this tab's storage only: not on disk for every tab, not in a cookie or the URL.
+    expect(await page.evaluate((t) => [sessionStorage.getItem('tether.token'), localStorage.getItem('tether.token'), document.cookie, location.href.includes(t)], token)).toEqual([token, null, '', false]);
     const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`, token);
     expect(await assistantText(page)).toBe(fa.content);
     expect(errors).toEqual([]);

@@ -1,7 +1,7 @@
 // Builds the tether binary from this repository and starts a real
 // `tether serve` for the integration tests; stops it afterwards.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,8 +10,13 @@ import type { TestProject } from 'vitest/node';
 declare module 'vitest' {
   export interface ProvidedContext {
     tetherUrl: string;
+    /** A second server that takes user tokens (JWTs) signed HS256 with tetherJwtSecret. */
+    tetherJwtUrl: string;
+    tetherJwtSecret: string;
   }
 }
+
+const JWT_SECRET = 'integration-hmac-secret-of-more-than-32-bytes';
 
 const repo = resolve(import.meta.dirname, '../../../..');
 
@@ -47,20 +52,25 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const dir = mkdtempSync(join(tmpdir(), 'tether-client-it-'));
   const bin = join(dir, 'tether');
   execFileSync('go', ['build', '-o', bin, './cmd/tether'], { cwd: repo, stdio: 'inherit' });
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  let out = '';
-  const child = spawn(
-    bin,
-    ['serve', '--addr', `127.0.0.1:${port}`, '--data', join(dir, 'data'), '--heartbeat', '200ms', '--log-level', 'warn'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-  await waitReady(url, child, () => out);
-  project.provide('tetherUrl', url);
-  return async () => {
-    if (child.exitCode === null) {
+  const servers: ChildProcess[] = [];
+  const start = async (name: string, extra: string[]): Promise<string> => {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    let out = '';
+    const child = spawn(
+      bin,
+      ['serve', '--addr', `127.0.0.1:${port}`, '--data', join(dir, name), '--heartbeat', '200ms', '--log-level', 'warn', ...extra],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    servers.push(child);
+    child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    await waitReady(url, child, () => out);
+    return url;
+  };
+  const stop = async () => {
+    for (const child of servers) {
+      if (child.exitCode !== null) continue;
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
@@ -69,4 +79,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     }
     rmSync(dir, { recursive: true, force: true });
   };
+  try {
+    project.provide('tetherUrl', await start('data', []));
+    writeFileSync(join(dir, 'jwt-secret'), `${JWT_SECRET}\n`);
+    project.provide('tetherJwtUrl', await start('data-jwt', ['--jwt-secret-file', join(dir, 'jwt-secret')]));
+    project.provide('tetherJwtSecret', JWT_SECRET);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return stop;
 }
