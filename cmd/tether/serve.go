@@ -42,7 +42,7 @@ type serveConfig struct {
 	fsync, insecure, debugPublic                                                     bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
-	maxBody, maxEvent, maxWSSubs                                                     int
+	maxBody, maxEvent, maxWSSubs, runConcurrency                                     int
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
 	aguiAgents                                                                       []string
@@ -71,6 +71,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
+	runConcurrency := fs.Int("run-concurrency", "TETHER_RUN_CONCURRENCY", runner.DefaultConcurrency, "most in-process runs (demo, openai, --ag-ui-agent) executing at once on this node; later ones stay pending, in line, until one ends")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -97,6 +98,10 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
+	c.runConcurrency = *runConcurrency
+	if c.runConcurrency < 1 {
+		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
+	}
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
 	// The key comes only from the environment, so that it never shows in
@@ -174,7 +179,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	rn := runner.New(e, local, runner.Options{Logger: log})
+	rn := runner.New(e, local, runner.Options{Concurrency: c.runConcurrency, Logger: log})
 
 	// Durable Streams live in the same store as thread logs; their commits
 	// reach the engine's hub like every other. Subscriptions hear of
