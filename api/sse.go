@@ -23,6 +23,12 @@ import (
 // reconnect frame), or when the client falls too far behind; the client
 // resumes from its last id.
 //
+// The response head and ":ok" go out at once, before the subscription
+// starts: starting it may wait on the store (a thread this node has not
+// loaded, a cursor checked there), and a client must be able to tell a
+// slow server from a dead one. What the subscription then finds ends the
+// stream in-band (see fail).
+//
 // On HTTP/1.1 the connection is taken over from net/http: the stream is
 // written by one small goroutine, each batch of frames with one writev of
 // the frames' shared bytes, and net/http's per-request state is freed. An
@@ -34,13 +40,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 		s.writeError(w, r, errShuttingDown)
 		return
 	}
-	sub, err := s.subscribe(r.Context(), req)
-	if err != nil {
-		done()
-		s.writeError(w, r, err)
-		return
-	}
-	st := &sseStream{s: s, sub: sub, reqID: requestID(r), done: done}
+	st := &sseStream{s: s, reqID: requestID(r), done: done}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -53,12 +53,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			// show up as write errors, at the latest at the next ping.
 			st.out = &connOut{conn: conn, timeout: s.opts.WriteTimeout}
 			st.f.add(responseHead(h))
+			st.f.add(okComment)
+			ctx, cancel := context.WithCancel(context.Background())
+			st.unwatch = watchLeave(conn, cancel)
 			// The first frames (the snapshot may be large) are built here,
 			// so that the goroutine that lives as long as the stream keeps
 			// a small stack.
-			st.start()
-			ctx, cancel := context.WithCancel(context.Background())
-			st.unwatch = watchLeave(conn, cancel)
+			if !st.send() || !st.open(ctx, req) {
+				cancel()
+				st.finish()
+				return
+			}
 			go func() {
 				defer st.finish()
 				defer cancel()
@@ -70,21 +75,81 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	w.WriteHeader(http.StatusOK)
 	st.out = &httpOut{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 	defer st.finish()
-	st.start()
+	st.f.add(okComment)
+	if !st.send() || !st.open(r.Context(), req) {
+		return
+	}
 	st.run(r.Context())
 }
 
-// errSubscribeTimeout answers a stream that waited SubscribeTimeout for
-// the store.
+// open starts the stream's subscription and queues its first frames. If
+// the subscription cannot start, it sends the frame that ends the stream
+// (see fail) and returns false.
+func (st *sseStream) open(ctx context.Context, req engine.SubscribeRequest) bool {
+	sub, err := st.s.subscribe(ctx, req)
+	if err != nil {
+		st.fail(ctx, err)
+		return false
+	}
+	st.sub = sub
+	st.start()
+	return true
+}
+
+// fail ends a stream whose subscription could not start, after ":ok" (so
+// without the status a JSON request gets), with the same error body:
+// a store that did not answer (unavailable) or a fault (internal) with
+// reconnect, which clients resume from as after a 503; anything else (an
+// unknown thread, run or message) with end, reason error, after which
+// clients stop, as after a 404.
+func (st *sseStream) fail(ctx context.Context, err error) {
+	var te *tether.Error
+	if !errors.As(err, &te) {
+		switch {
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			return // the client left
+		case errors.Is(err, context.DeadlineExceeded):
+			te = tether.Wrap(err, tether.CodeUnavailable, "the request timed out; retry")
+		default:
+			te = tether.Wrap(err, tether.CodeInternal, "internal error")
+		}
+	}
+	if statusOf(te.Code) >= 500 {
+		st.s.log.Error("stream failed to start", "err", err, "request_id", st.reqID)
+	}
+	msg := te.Message
+	if msg == "" {
+		msg = string(te.Code)
+	}
+	info := tether.ErrorInfo{Code: string(te.Code), Message: msg}
+	switch te.Code {
+	case tether.CodeUnavailable:
+		st.f.event("reconnect", "", jsonOf(failed{Reason: "unavailable", Error: info}))
+	case tether.CodeInternal:
+		st.f.event("reconnect", "", jsonOf(failed{Reason: "error", Error: info}))
+	default:
+		st.f.event("end", "", jsonOf(failed{Reason: "error", Error: info}))
+	}
+	st.send()
+}
+
+// failed is the data of the frame that ends a stream that could not start.
+type failed struct {
+	Reason string           `json:"reason"`
+	Error  tether.ErrorInfo `json:"error"`
+}
+
+// errSubscribeTimeout ends a stream that waited SubscribeTimeout for the
+// store.
 var errSubscribeTimeout = tether.Errorf(tether.CodeUnavailable, "the store did not answer in time; retry")
 
 // subscribe starts a stream's subscription, waiting at most
-// SubscribeTimeout: nothing is written before it, so a store that does not
-// answer (a NATS server down) would otherwise leave the client without
-// even headers. The engine honours ctx except in a thread's load, which
-// its first caller runs to the end for the others waiting on it: that is
-// why the subscription starts on a goroutine of its own, closed if it
-// comes too late.
+// SubscribeTimeout: a store that does not answer (a NATS server down)
+// would otherwise leave the client with ":ok" and nothing after. The
+// engine honours ctx except in a thread's load, which its first caller
+// runs to the end for the others waiting on it: that is why the
+// subscription starts on a goroutine of its own, closed if it comes too
+// late.
 func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*engine.Subscription, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SubscribeTimeout)
 	type started struct {
@@ -145,17 +210,18 @@ type sseStream struct {
 
 func (st *sseStream) finish() {
 	st.stopWatching()
-	st.sub.Close()
+	if st.sub != nil {
+		st.sub.Close()
+	}
 	st.out.close()
 	st.s.metrics.streams.Dec()
 	st.done()
 }
 
-// start queues the first frames: the ":ok" comment, connected, the
-// snapshot when due, and the end when there is nothing to follow.
+// start queues the first frames after ":ok": connected, the snapshot when
+// due, and the end when there is nothing to follow.
 func (st *sseStream) start() {
 	s, sub := st.s, st.sub
-	st.f.add(okComment)
 	st.f.event("connected", "", jsonOf(connected{
 		ThreadID: sub.ThreadID, RunID: sub.RunID, MessageID: sub.MessageID, Offset: sub.Tail,
 		HeartbeatMs: s.opts.Heartbeat.Milliseconds(), ServerTime: tether.Now(),
