@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ type serveConfig struct {
 	fsync, insecure, debugPublic                                                     bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
+	memoryLimit                                                                      int64
 	maxBody, maxEvent, maxWSSubs, runConcurrency                                     int
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
@@ -72,6 +74,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
 	runConcurrency := fs.Int("run-concurrency", "TETHER_RUN_CONCURRENCY", runner.DefaultConcurrency, "most in-process runs (demo, openai, --ag-ui-agent) executing at once on this node; later ones stay pending, in line, until one ends")
+	memLimit := fs.String("memory-limit", "TETHER_MEMORY_LIMIT", "", "soft limit of the Go runtime's memory, e.g. 512MiB or 2GiB: above it the server collects garbage harder and returns freed memory at once (default: none, or $GOMEMLIMIT)")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -99,6 +102,13 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
 	c.runConcurrency = *runConcurrency
+	if *memLimit != "" {
+		n, err := parseBytes(*memLimit)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--memory-limit must be a size such as 512MiB or 2GiB, not %q", *memLimit)
+		}
+		c.memoryLimit = n
+	}
 	if c.runConcurrency < 1 {
 		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
 	}
@@ -115,6 +125,12 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if c.memoryLimit > 0 {
+		debug.SetMemoryLimit(c.memoryLimit)
+	}
+	tctx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimMemory(tctx, log)
 	keys, err := loadKeys(c)
 	if err != nil {
 		return err
@@ -239,7 +255,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		auth = fmt.Sprintf("%d key(s)", len(keys))
 	}
 	log.Info("tether is serving", "url", "http://"+ln.Addr().String(), "data", c.data, "fsync", c.fsync,
-		"auth", auth, "agents", strings.Join(rn.Names(), ","), "version", versionString())
+		"auth", auth, "agents", strings.Join(rn.Names(), ","), "run_concurrency", c.runConcurrency, "version", versionString())
 
 	select {
 	case err := <-served:
