@@ -151,15 +151,16 @@ var errSubscribeTimeout = tether.Errorf(tether.CodeUnavailable, "the store did n
 // subscription starts on a goroutine of its own, closed if it comes too
 // late.
 func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*engine.Subscription, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.SubscribeTimeout)
-	type started struct {
-		sub *engine.Subscription
-		err error
-	}
-	ch := make(chan started, 1)
+	// The bound is a context of its own, not a child of ctx, which lives
+	// as long as the stream: a child would leave ctx with a map of its
+	// children, empty but kept, for every idle stream. ctx's end is
+	// watched below instead.
+	parent := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.SubscribeTimeout)
+	ch := make(chan subscribed, 1)
 	go func() {
 		sub, err := s.e.Subscribe(ctx, req)
-		ch <- started{sub, err}
+		ch <- subscribed{sub, err}
 	}()
 	select {
 	case st := <-ch:
@@ -170,17 +171,27 @@ func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*e
 		}
 		return st.sub, st.err
 	case <-ctx.Done():
-		timedOut := ctx.Err() == context.DeadlineExceeded
 		cancel()
-		go func() {
-			if st := <-ch; st.sub != nil {
-				st.sub.Close()
-			}
-		}()
-		if !timedOut {
-			return nil, ctx.Err() // the client left
-		}
+		go closeLate(ch)
 		return nil, errSubscribeTimeout
+	case <-parent.Done():
+		cancel()
+		go closeLate(ch)
+		return nil, parent.Err() // the client left
+	}
+}
+
+// subscribed is the outcome of a subscription's start.
+type subscribed struct {
+	sub *engine.Subscription
+	err error
+}
+
+// closeLate closes a subscription that started after its stream gave up
+// on it.
+func closeLate(ch <-chan subscribed) {
+	if st := <-ch; st.sub != nil {
+		st.sub.Close()
 	}
 }
 

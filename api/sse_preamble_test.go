@@ -24,6 +24,7 @@ type storeHeld struct {
 	mu      sync.Mutex
 	held    chan struct{} // closed to let reads through; nil when not held
 	reading chan struct{} // gets a value each time a read starts waiting
+	gaveUp  chan struct{} // gets a value each time a held read's context ends
 }
 
 func (h *storeHeld) hold() {
@@ -56,6 +57,10 @@ func (h *storeHeld) wait(ctx context.Context) error {
 	case <-held:
 		return nil
 	case <-ctx.Done():
+		select {
+		case h.gaveUp <- struct{}{}:
+		default:
+		}
 		return ctx.Err()
 	}
 }
@@ -117,7 +122,7 @@ func coldThread(t *testing.T, opts api.Options) (*env, *storeHeld, tether.Offset
 		t.Fatal(err)
 	}
 	w.Close()
-	h := &storeHeld{Store: st, reading: make(chan struct{}, 1)}
+	h := &storeHeld{Store: st, reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
 	t.Cleanup(h.release)
 	v := newEnvStore(t, h, opts, engine.Options{})
 	return v, h, rc.Before
@@ -169,6 +174,27 @@ func TestSSEPreambleBeforeStoreRead(t *testing.T) {
 		if f.Event == "run.finished" {
 			break
 		}
+	}
+}
+
+// A client that leaves while its stream waits for the store ends the wait:
+// the store read it was waiting on is given up.
+func TestSSEClientLeavesWhileStoreHeld(t *testing.T) {
+	v, h, cursor := coldThread(t, api.Options{SubscribeTimeout: time.Hour})
+	h.hold()
+	s, err := ssetest.Open(t.Context(), http.DefaultClient, v.url+"/v1/threads/cold/events", string(cursor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Next(); err != nil || !f.IsComment {
+		t.Fatalf("first frame %+v %v", f, err)
+	}
+	<-h.reading
+	s.Close()
+	select {
+	case <-h.gaveUp:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the store read went on after the client left")
 	}
 }
 

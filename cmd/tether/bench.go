@@ -26,6 +26,7 @@ type benchConfig struct {
 	// runs (bench_runs.go)
 	runs, runSubscribers, tokens, delayMs int
 	settle                                time.Duration
+	sourceAddrs                           string // idle
 	// resume (bench_resume.go)
 	history    []int
 	rounds     int
@@ -67,6 +68,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	tokens := fs.Int("tokens", "TETHER_BENCH_TOKENS", 300, "runs: text.delta events of each demo run")
 	delayMs := fs.Int("delay-ms", "TETHER_BENCH_DELAY_MS", 33, "runs: the demo agent's pause before each event, in ms")
 	settle := fs.Duration("settle", "TETHER_BENCH_SETTLE", 30*time.Second, "runs: how long the server is left idle after the runs before its memory is read again")
+	fs.StringVar(&c.sourceAddrs, "source-addrs", fs.envOr("TETHER_BENCH_SOURCE_ADDRS", ""), "idle: comma-separated local addresses to open connections from, in turn (default: for a server on 127.0.0.1, 127.0.0.1, 127.0.0.2, ... one per 25,000 connections, past the ephemeral ports of one address) ($TETHER_BENCH_SOURCE_ADDRS)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", fs.envOr("TETHER_BENCH_CPUPROFILE", ""), "write a CPU profile of the load generator itself to this file ($TETHER_BENCH_CPUPROFILE)")
 	if err := fs.parse(args); err != nil {
