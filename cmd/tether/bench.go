@@ -67,7 +67,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	runSubscribers := fs.Int("run-subscribers", "TETHER_BENCH_RUN_SUBSCRIBERS", 2, "runs: SSE subscribers of each run's thread")
 	tokens := fs.Int("tokens", "TETHER_BENCH_TOKENS", 300, "runs: text.delta events of each demo run")
 	delayMs := fs.Int("delay-ms", "TETHER_BENCH_DELAY_MS", 33, "runs: the demo agent's pause before each event, in ms")
-	settle := fs.Duration("settle", "TETHER_BENCH_SETTLE", 30*time.Second, "runs: how long the server is left idle after the runs before its memory is read again")
+	settle := fs.Duration("settle", "TETHER_BENCH_SETTLE", 90*time.Second, "runs: how long the server is left idle after the runs before its memory is read again (streams whose clients left end at the second ping after, two heartbeats)")
 	fs.StringVar(&c.sourceAddrs, "source-addrs", fs.envOr("TETHER_BENCH_SOURCE_ADDRS", ""), "idle: comma-separated local addresses to open connections from, in turn (default: for a server on 127.0.0.1, 127.0.0.1, 127.0.0.2, ... one per 25,000 connections, past the ephemeral ports of one address) ($TETHER_BENCH_SOURCE_ADDRS)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", fs.envOr("TETHER_BENCH_CPUPROFILE", ""), "write a CPU profile of the load generator itself to this file ($TETHER_BENCH_CPUPROFILE)")

@@ -18,25 +18,26 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
-// Memory is returned once the server is quiet after a burst, not while it
-// is busy, nor when what it holds free is small or in proportion to what
-// it uses.
+// Memory is returned once the server is quiet after its heap grew by a
+// burst: not while it is busy, not for a small growth, and not twice for
+// the same growth.
 func TestShouldTrim(t *testing.T) {
 	const mib = 1 << 20
 	every := 10 * time.Second
-	prev := memStats{allocs: 1000 * mib}
+	base := uint64(20 * mib)
+	prev := memStats{held: 600 * mib, allocs: 1000 * mib}
 	for _, c := range []struct {
 		name string
+		base uint64
 		now  memStats
 		want bool
 	}{
-		{"quiet after a burst", memStats{held: 580 * mib, live: 80 * mib, allocs: 1001 * mib}, true},
-		{"busy", memStats{held: 580 * mib, live: 80 * mib, allocs: 1200 * mib}, false},
-		{"little held beyond live", memStats{held: 30 * mib, live: 10 * mib, allocs: 1000 * mib}, false},
-		{"held in proportion to live", memStats{held: 500 * mib, live: 400 * mib, allocs: 1000 * mib}, false},
-		{"live above held (a collection since)", memStats{held: 50 * mib, live: 60 * mib, allocs: 1000 * mib}, false},
+		{"quiet after a burst", base, memStats{held: 600 * mib, allocs: 1001 * mib}, true},
+		{"busy", base, memStats{held: 600 * mib, allocs: 1200 * mib}, false},
+		{"a small growth", base, memStats{held: 60 * mib, allocs: 1000 * mib}, false},
+		{"trimmed already (what stays is live or pinned)", 590 * mib, memStats{held: 600 * mib, allocs: 1000 * mib}, false},
 	} {
-		if got := shouldTrim(prev, c.now, every); got != c.want {
+		if got := shouldTrim(c.base, prev, c.now, every); got != c.want {
 			t.Errorf("%s: shouldTrim = %v, want %v", c.name, got, c.want)
 		}
 	}

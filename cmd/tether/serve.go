@@ -128,9 +128,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if c.memoryLimit > 0 {
 		debug.SetMemoryLimit(c.memoryLimit)
 	}
-	tctx, stopTrim := context.WithCancel(context.Background())
-	defer stopTrim()
-	go trimMemory(tctx, log)
+
 	keys, err := loadKeys(c)
 	if err != nil {
 		return err
@@ -196,6 +194,9 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	rn := runner.New(e, local, runner.Options{Concurrency: c.runConcurrency, Logger: log})
+	tctx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimMemory(tctx, log, c.heartbeat, e.Hub().DropIdle)
 
 	// Durable Streams live in the same store as thread logs; their commits
 	// reach the engine's hub like every other. Subscriptions hear of
