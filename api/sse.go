@@ -55,20 +55,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			st.f.add(responseHead(h))
 			st.f.add(okComment)
 			ctx, cancel := context.WithCancel(context.Background())
-			st.unwatch = watchLeave(conn, cancel)
+			st.unwatch, st.unwatchCtx = watchLeave(conn, cancel), cancel
 			// The first frames (the snapshot may be large) are built here,
 			// so that the goroutine that lives as long as the stream keeps
 			// a small stack.
 			if !st.send() || !st.open(ctx, req) {
-				cancel()
 				st.finish()
 				return
 			}
-			go func() {
-				defer st.finish()
-				defer cancel()
-				st.run(ctx)
-			}()
+			go st.serve(ctx)
 			return
 		}
 	}
@@ -215,12 +210,25 @@ type sseStream struct {
 	f     frames
 	done  func() // ends the stream's registration with the server
 	// unwatch, if set, stops watching a taken-over connection for its
-	// client leaving (see watchLeave).
-	unwatch func()
+	// client leaving (see watchLeave); unwatchCtx cancels the context the
+	// watch cancels.
+	unwatch    func()
+	unwatchCtx context.CancelFunc
+}
+
+// serve writes a taken-over stream, on a goroutine of its own. It is a
+// method, not a closure, so that the goroutine keeps nothing of the
+// context run drops once the stream is live.
+func (st *sseStream) serve(ctx context.Context) {
+	defer st.finish()
+	st.run(ctx)
 }
 
 func (st *sseStream) finish() {
 	st.stopWatching()
+	if st.unwatchCtx != nil {
+		st.unwatchCtx()
+	}
 	if st.sub != nil {
 		st.sub.Close()
 	}
@@ -287,7 +295,18 @@ func (st *sseStream) run(ctx context.Context) {
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
-		st.stopWatching()
+		if st.stopWatching() && st.unwatchCtx != nil {
+			// Nothing cancels the watch's context any more. Drop it: the
+			// store reads of the catch-up derived contexts from it,
+			// which left it a map of its children, empty but kept (440
+			// bytes of every idle stream).
+			if ctx.Err() != nil {
+				return
+			}
+			st.unwatchCtx()
+			st.unwatchCtx = nil
+			ctx = context.Background()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -314,12 +333,15 @@ func (st *sseStream) run(ctx context.Context) {
 	}
 }
 
-// stopWatching ends the watch for the client leaving, if one runs.
-func (st *sseStream) stopWatching() {
-	if st.unwatch != nil {
-		st.unwatch()
-		st.unwatch = nil
+// stopWatching ends the watch for the client leaving, if one runs, and
+// reports whether one did.
+func (st *sseStream) stopWatching() bool {
+	if st.unwatch == nil {
+		return false
 	}
+	st.unwatch()
+	st.unwatch = nil
+	return true
 }
 
 // watchLeave cancels a taken-over stream's context when its client closes
