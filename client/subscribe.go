@@ -108,8 +108,10 @@ var errStalled = errors.New("no data for 3 heartbeats")
 //   - on an error that retrying cannot fix: it is yielded, then the
 //     iteration ends. These are the answers other than 200, 5xx, 408 and
 //     429 (so 400, 401, 403, 404, 410…), as a *tether.Error with the
-//     server's code; a 200 that is not an event stream; a malformed event
-//     or snapshot; a frame over 64 MiB.
+//     server's code, and the same errors sent in-band by a stream that
+//     could not start (an end frame with reason error: an unknown thread,
+//     run or message); a 200 that is not an event stream; a malformed
+//     event or snapshot; a frame over 64 MiB.
 //
 // Errors that are retried are not yielded: they are logged
 // (Options.Logger) and shown through OnState. Every yielded error ends the
