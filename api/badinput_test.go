@@ -54,9 +54,10 @@ func TestBadInput(t *testing.T) {
 		{"offset with a slash", "GET", "/v1/threads/t1/events", "", []string{"Last-Event-ID", "1/2"}, 400, "bad_request"},
 		{"offset too long", "GET", "/v1/threads/t1/events?after=" + strings.Repeat("9", 300), "", nil, 400, "bad_request"},
 		{"bad wait", "GET", "/v1/threads/t1/events?wait=soon", "", []string{"Accept", "application/json"}, 400, "bad_request"},
-		{"unknown thread events", "GET", "/v1/threads/nope/events", "", nil, 404, "not_found"},
+		// As SSE these end in-band, after ":ok" (TestSSEErrorAfterPreamble).
+		{"unknown thread events", "GET", "/v1/threads/nope/events", "", []string{"Accept", "application/json"}, 404, "not_found"},
 		{"unknown run", "GET", "/v1/runs/run_nope", "", nil, 404, "not_found"},
-		{"unknown message subscription", "GET", rid + "/events?message_id=zz", "", nil, 404, "not_found"},
+		{"unknown message subscription", "GET", rid + "/events?message_id=zz", "", []string{"Accept", "application/json"}, 404, "not_found"},
 		{"bad list status", "GET", "/v1/threads?status=sleepy", "", nil, 400, "bad_request"},
 		{"bad list limit", "GET", "/v1/threads?limit=0", "", nil, 400, "bad_request"},
 		{"input when not waiting", "POST", rid + "/input", `{"request_id":"q","value":1}`, nil, 409, "conflict"},

@@ -55,6 +55,7 @@ func newMetrics(e *engine.Engine) *metrics {
 		counter("tether_runs_aborted_total", "Runs the server ended aborted.", c.Aborted.Load),
 		counter("tether_checkpoints_total", "Thread states checkpointed in the store.", c.Checkpoints.Load),
 		gauge("tether_subscriptions", "Open subscriptions.", func() float64 { return float64(c.Subscriptions.Load()) }),
+		gauge("tether_runs_queued", "Runs ready to start, waiting for a worker or an in-process slot on this node.", func() float64 { return float64(e.QueuedRuns()) }),
 		gauge("tether_threads_cached", "Thread states in memory.", func() float64 { return float64(e.CachedThreads()) }),
 		gauge("tether_hub_topics", "Threads with a fan-out topic.", func() float64 { return float64(e.Hub().Stats().Topics) }),
 		gauge("tether_hub_ring_bytes", "Bytes held in fan-out rings.", func() float64 { return float64(e.Hub().Stats().RingBytes) }),

@@ -170,11 +170,27 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	run := snap.Runs[0]
+	// A pending run's place in line is this node's live view, not part of
+	// the log: it is here, not in the run (protocol.md §4).
+	var q *runQueue
+	if run.Status == tether.RunPending {
+		if p := s.e.QueuePosition(run.Agent, run.ID); p > 0 {
+			q = &runQueue{Position: p}
+		}
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Run      tether.Run       `json:"run"`
 		Messages []tether.Message `json:"messages"`
 		Offset   tether.Offset    `json:"offset"`
-	}{snap.Runs[0], snap.Messages, snap.Offset})
+		Queue    *runQueue        `json:"queue,omitempty"`
+	}{run, snap.Messages, snap.Offset, q})
+}
+
+// runQueue is where a pending run waits: its place in line on this node,
+// 1 for the next run to start.
+type runQueue struct {
+	Position int `json:"position"`
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

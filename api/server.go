@@ -52,11 +52,12 @@ type Options struct {
 	// WriteTimeout bounds each write to a stream; a client that does not
 	// read for this long is cut. Defaults to 30s.
 	WriteTimeout time.Duration
-	// SubscribeTimeout bounds how long a new SSE stream waits for the
-	// store before its response starts (a thread this node has not loaded
-	// is read from the store first, a resume checks its cursor there):
-	// past it the answer is 503 unavailable, and the client retries.
-	// Defaults to 5s.
+	// SubscribeTimeout bounds how long a new stream waits for the store
+	// to start its subscription (a thread this node has not loaded is
+	// read from the store first, a resume checks its cursor there): past
+	// it a Tether SSE stream, already started with ":ok", ends with
+	// reconnect (reason unavailable), and an AG-UI or AI SDK stream, not
+	// started yet, is answered 503; the client retries. Defaults to 5s.
 	SubscribeTimeout time.Duration
 	// MaxBodyBytes limits request bodies (a worker's batch of events).
 	// Defaults to 4 MiB.

@@ -23,6 +23,12 @@ import (
 // reconnect frame), or when the client falls too far behind; the client
 // resumes from its last id.
 //
+// The response head and ":ok" go out at once, before the subscription
+// starts: starting it may wait on the store (a thread this node has not
+// loaded, a cursor checked there), and a client must be able to tell a
+// slow server from a dead one. What the subscription then finds ends the
+// stream in-band (see fail).
+//
 // On HTTP/1.1 the connection is taken over from net/http: the stream is
 // written by one small goroutine, each batch of frames with one writev of
 // the frames' shared bytes, and net/http's per-request state is freed. An
@@ -34,13 +40,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 		s.writeError(w, r, errShuttingDown)
 		return
 	}
-	sub, err := s.subscribe(r.Context(), req)
-	if err != nil {
-		done()
-		s.writeError(w, r, err)
-		return
-	}
-	st := &sseStream{s: s, sub: sub, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
+	st := &sseStream{s: s, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -53,48 +53,109 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			// show up as write errors, at the latest at the next ping.
 			st.out = &connOut{conn: conn, timeout: s.opts.WriteTimeout}
 			st.f.add(responseHead(h))
+			st.f.add(okComment)
+			ctx, cancel := context.WithCancel(context.Background())
+			st.unwatch, st.unwatchCtx = watchLeave(conn, cancel), cancel
 			// The first frames (the snapshot may be large) are built here,
 			// so that the goroutine that lives as long as the stream keeps
 			// a small stack.
-			st.start()
-			ctx, cancel := context.WithCancel(context.Background())
-			st.unwatch = watchLeave(conn, cancel)
-			go func() {
-				defer st.finish()
-				defer cancel()
-				st.run(ctx)
-			}()
+			if !st.send() || !st.open(ctx, req) {
+				st.finish()
+				return
+			}
+			go st.serve(ctx)
 			return
 		}
 	}
 	w.WriteHeader(http.StatusOK)
 	st.out = &httpOut{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 	defer st.finish()
-	st.start()
+	st.f.add(okComment)
+	if !st.send() || !st.open(r.Context(), req) {
+		return
+	}
 	st.run(r.Context())
 }
 
-// errSubscribeTimeout answers a stream that waited SubscribeTimeout for
-// the store.
+// open starts the stream's subscription and queues its first frames. If
+// the subscription cannot start, it sends the frame that ends the stream
+// (see fail) and returns false.
+func (st *sseStream) open(ctx context.Context, req engine.SubscribeRequest) bool {
+	sub, err := st.s.subscribe(ctx, req)
+	if err != nil {
+		st.fail(ctx, err)
+		return false
+	}
+	st.sub = sub
+	st.start()
+	return true
+}
+
+// fail ends a stream whose subscription could not start, after ":ok" (so
+// without the status a JSON request gets), with the same error body:
+// a store that did not answer (unavailable) or a fault (internal) with
+// reconnect, which clients resume from as after a 503; anything else (an
+// unknown thread, run or message) with end, reason error, after which
+// clients stop, as after a 404.
+func (st *sseStream) fail(ctx context.Context, err error) {
+	var te *tether.Error
+	if !errors.As(err, &te) {
+		switch {
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			return // the client left
+		case errors.Is(err, context.DeadlineExceeded):
+			te = tether.Wrap(err, tether.CodeUnavailable, "the request timed out; retry")
+		default:
+			te = tether.Wrap(err, tether.CodeInternal, "internal error")
+		}
+	}
+	if statusOf(te.Code) >= 500 {
+		st.s.log.Error("stream failed to start", "err", err, "request_id", st.reqID)
+	}
+	msg := te.Message
+	if msg == "" {
+		msg = string(te.Code)
+	}
+	info := tether.ErrorInfo{Code: string(te.Code), Message: msg}
+	switch te.Code {
+	case tether.CodeUnavailable:
+		st.f.event("reconnect", "", jsonOf(failed{Reason: "unavailable", Error: info}))
+	case tether.CodeInternal:
+		st.f.event("reconnect", "", jsonOf(failed{Reason: "error", Error: info}))
+	default:
+		st.f.event("end", "", jsonOf(failed{Reason: "error", Error: info}))
+	}
+	st.send()
+}
+
+// failed is the data of the frame that ends a stream that could not start.
+type failed struct {
+	Reason string           `json:"reason"`
+	Error  tether.ErrorInfo `json:"error"`
+}
+
+// errSubscribeTimeout ends a stream that waited SubscribeTimeout for the
+// store.
 var errSubscribeTimeout = tether.Errorf(tether.CodeUnavailable, "the store did not answer in time; retry")
 
 // subscribe starts a stream's subscription, waiting at most
-// SubscribeTimeout: nothing is written before it, so a store that does not
-// answer (a NATS server down) would otherwise leave the client without
-// even headers. The engine honours ctx except in a thread's load, which
-// its first caller runs to the end for the others waiting on it: that is
-// why the subscription starts on a goroutine of its own, closed if it
-// comes too late.
+// SubscribeTimeout: a store that does not answer (a NATS server down)
+// would otherwise leave the client with ":ok" and nothing after. The
+// engine honours ctx except in a thread's load, which its first caller
+// runs to the end for the others waiting on it: that is why the
+// subscription starts on a goroutine of its own, closed if it comes too
+// late.
 func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*engine.Subscription, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.SubscribeTimeout)
-	type started struct {
-		sub *engine.Subscription
-		err error
-	}
-	ch := make(chan started, 1)
+	// The bound is a context of its own, not a child of ctx, which lives
+	// as long as the stream: a child would leave ctx with a map of its
+	// children, empty but kept, for every idle stream. ctx's end is
+	// watched below instead.
+	parent := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.SubscribeTimeout)
+	ch := make(chan subscribed, 1)
 	go func() {
 		sub, err := s.e.Subscribe(ctx, req)
-		ch <- started{sub, err}
+		ch <- subscribed{sub, err}
 	}()
 	select {
 	case st := <-ch:
@@ -105,17 +166,27 @@ func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*e
 		}
 		return st.sub, st.err
 	case <-ctx.Done():
-		timedOut := ctx.Err() == context.DeadlineExceeded
 		cancel()
-		go func() {
-			if st := <-ch; st.sub != nil {
-				st.sub.Close()
-			}
-		}()
-		if !timedOut {
-			return nil, ctx.Err() // the client left
-		}
+		go closeLate(ch)
 		return nil, errSubscribeTimeout
+	case <-parent.Done():
+		cancel()
+		go closeLate(ch)
+		return nil, parent.Err() // the client left
+	}
+}
+
+// subscribed is the outcome of a subscription's start.
+type subscribed struct {
+	sub *engine.Subscription
+	err error
+}
+
+// closeLate closes a subscription that started after its stream gave up
+// on it.
+func closeLate(ch <-chan subscribed) {
+	if st := <-ch; st.sub != nil {
+		st.sub.Close()
 	}
 }
 
@@ -140,23 +211,37 @@ type sseStream struct {
 	done  func()    // ends the stream's registration with the server
 	exp   time.Time // the token's exp, where the stream ends; zero: never
 	// unwatch, if set, stops watching a taken-over connection for its
-	// client leaving (see watchLeave).
-	unwatch func()
+	// client leaving (see watchLeave); unwatchCtx cancels the context the
+	// watch cancels.
+	unwatch    func()
+	unwatchCtx context.CancelFunc
+}
+
+// serve writes a taken-over stream, on a goroutine of its own. It is a
+// method, not a closure, so that the goroutine keeps nothing of the
+// context run drops once the stream is live.
+func (st *sseStream) serve(ctx context.Context) {
+	defer st.finish()
+	st.run(ctx)
 }
 
 func (st *sseStream) finish() {
 	st.stopWatching()
-	st.sub.Close()
+	if st.unwatchCtx != nil {
+		st.unwatchCtx()
+	}
+	if st.sub != nil {
+		st.sub.Close()
+	}
 	st.out.close()
 	st.s.metrics.streams.Dec()
 	st.done()
 }
 
-// start queues the first frames: the ":ok" comment, connected, the
-// snapshot when due, and the end when there is nothing to follow.
+// start queues the first frames after ":ok": connected, the snapshot when
+// due, and the end when there is nothing to follow.
 func (st *sseStream) start() {
 	s, sub := st.s, st.sub
-	st.f.add(okComment)
 	st.f.event("connected", "", jsonOf(connected{
 		ThreadID: sub.ThreadID, RunID: sub.RunID, MessageID: sub.MessageID, Offset: sub.Tail,
 		HeartbeatMs: s.opts.Heartbeat.Milliseconds(), ServerTime: tether.Now(),
@@ -211,7 +296,18 @@ func (st *sseStream) run(ctx context.Context) {
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
-		st.stopWatching()
+		if st.stopWatching() && st.unwatchCtx != nil {
+			// Nothing cancels the watch's context any more. Drop it: the
+			// store reads of the catch-up derived contexts from it,
+			// which left it a map of its children, empty but kept (440
+			// bytes of every idle stream).
+			if ctx.Err() != nil {
+				return
+			}
+			st.unwatchCtx()
+			st.unwatchCtx = nil
+			ctx = context.Background()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -243,12 +339,15 @@ func (st *sseStream) run(ctx context.Context) {
 	}
 }
 
-// stopWatching ends the watch for the client leaving, if one runs.
-func (st *sseStream) stopWatching() {
-	if st.unwatch != nil {
-		st.unwatch()
-		st.unwatch = nil
+// stopWatching ends the watch for the client leaving, if one runs, and
+// reports whether one did.
+func (st *sseStream) stopWatching() bool {
+	if st.unwatch == nil {
+		return false
 	}
+	st.unwatch()
+	st.unwatch = nil
+	return true
 }
 
 // watchLeave cancels a taken-over stream's context when its client closes

@@ -108,8 +108,10 @@ var errStalled = errors.New("no data for 3 heartbeats")
 //   - on an error that retrying cannot fix: it is yielded, then the
 //     iteration ends. These are the answers other than 200, 5xx, 408 and
 //     429 (so 400, 401, 403, 404, 410…), as a *tether.Error with the
-//     server's code; a 200 that is not an event stream; a malformed event
-//     or snapshot; a frame over 64 MiB.
+//     server's code, and the same errors sent in-band by a stream that
+//     could not start (an end frame with reason error: an unknown thread,
+//     run or message); a 200 that is not an event stream; a malformed
+//     event or snapshot; a frame over 64 MiB.
 //
 // Errors that are retried are not yielded: they are logged
 // (Options.Logger) and shown through OnState. Every yielded error ends the
@@ -328,18 +330,31 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 			s.setState(StateOpen)
 		case "ping":
 		case "reconnect":
+			// A stream that could not start says why (the store did not
+			// answer): resumed all the same, and logged.
+			var e struct {
+				Error *tether.ErrorInfo `json:"error"`
+			}
+			if json.Unmarshal([]byte(f.Data), &e) == nil && e.Error != nil && e.Error.Code != "" {
+				o.err = &tether.Error{Code: tether.Code(e.Error.Code), Message: e.Error.Message}
+			}
 			o.now = true
 			return o
 		case "end":
 			// The server says the subscription is complete: a run or
 			// message ended (at or before the cursor), or the thread was
-			// deleted.
+			// deleted; or that it could not start (an unknown thread, run
+			// or message: the error a status would have said).
 			var e struct {
-				Reason string `json:"reason"`
+				Reason string            `json:"reason"`
+				Error  *tether.ErrorInfo `json:"error"`
 			}
 			_ = json.Unmarshal([]byte(f.Data), &e)
 			if e.Reason == "thread_deleted" {
 				return outcome{err: tether.Errorf(tether.CodeNotFound, "subscribe: the thread was deleted"), fatal: true}
+			}
+			if e.Error != nil && e.Error.Code != "" {
+				return outcome{err: &tether.Error{Code: tether.Code(e.Error.Code), Message: e.Error.Message}, fatal: true}
 			}
 			s.done = true
 			o.stop = true

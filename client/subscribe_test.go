@@ -658,3 +658,32 @@ func TestSubscribeEndFrame(t *testing.T) {
 		t.Fatalf("deleted thread: %v", errs)
 	}
 }
+
+// A stream that could not start after ":ok" says why in-band: end with
+// reason error is that error, final (as its status would have been);
+// reconnect with reason unavailable is resumed, like a 503.
+func TestSubscribeErrorAfterPreamble(t *testing.T) {
+	var streams atomic.Int32
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		st := openStream(w)
+		streams.Add(1)
+		switch {
+		case s.Path == "/v1/threads/nope/events":
+			st.raw("event: end\ndata: {\"reason\":\"error\",\"error\":{\"code\":\"not_found\",\"message\":\"thread nope not found\"}}\n\n")
+		case n == 2:
+			st.raw("event: reconnect\ndata: {\"reason\":\"unavailable\",\"error\":{\"code\":\"unavailable\",\"message\":\"the store did not answer in time; retry\"}}\n\n")
+		default:
+			st.connected(15000)
+			st.send(delta(1), tether.Event{Offset: off(2), Type: tether.EventRunFinished, RunID: "r1", Status: "done"})
+		}
+	})
+	got, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{ThreadID: "nope", After: tether.OffsetStart}))
+	if len(got) != 0 || len(errs) != 1 || !errors.Is(errs[0], tether.ErrNotFound) || !strings.Contains(errs[0].Error(), "thread nope not found") {
+		t.Fatalf("unknown thread: events %v, errors %v", got, errs)
+	}
+	if n := streams.Load(); n != 1 {
+		t.Fatalf("%d requests for an unknown thread, want 1", n)
+	}
+	got, _, errs = collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
+	checkEvents(t, got, offsets(1, 2), errs)
+}

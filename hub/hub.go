@@ -203,6 +203,23 @@ func (h *Hub) evict() {
 	}
 }
 
+// DropIdle drops the topics of every thread without subscribers, rings
+// and all, and returns how many. It is for a server that has gone quiet
+// after a burst: the records those rings hold were allocated among the
+// burst's garbage and keep much of the heap it grew to from being
+// returned; a later resume of those threads reads the store instead.
+func (h *Hub) DropIdle() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.idle.Len()
+	for h.idle.Len() > 0 {
+		t := heap.Pop(&h.idle).(*topic)
+		delete(h.topics, t.id)
+		h.kill(t)
+	}
+	return n
+}
+
 // kill ends the subscribers of a topic removed from the map, and drops its
 // ring. h.mu is held.
 func (h *Hub) kill(t *topic) {

@@ -106,6 +106,35 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// DropIdle drops every topic without subscribers and its ring, and none
+// that has some; a dropped thread is still served, from History.
+func TestDropIdle(t *testing.T) {
+	l, h := newTestLog(t, Options{})
+	l.append("busy", 2)
+	busy := h.Subscribe("busy", tether.OffsetStart)
+	defer busy.Close()
+	l.append("a", 3)
+	l.append("b", 4)
+	if n := h.DropIdle(); n != 2 {
+		t.Fatalf("DropIdle = %d, want 2", n)
+	}
+	if st := h.Stats(); st.Topics != 1 || st.RingRecords != 2 || st.Subscribers != 1 {
+		t.Fatalf("stats after DropIdle: %+v", st)
+	}
+	l.append("busy", 1)
+	got, err := busy.TryNext(context.Background())
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the busy thread's subscriber: %d records, %v", len(got), err)
+	}
+	s := h.Subscribe("b", tether.OffsetStart)
+	defer s.Close()
+	got, err = s.TryNext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, got, l.after("b", tether.OffsetStart))
+}
+
 func TestIdleEviction(t *testing.T) {
 	l, h := newTestLog(t, Options{IdleTopics: 2})
 	l.append("busy", 1)

@@ -29,11 +29,20 @@ import (
 
 // Options configure a Runner.
 type Options struct {
-	// Concurrency is how many runs may execute at once. Defaults to 256.
+	// Concurrency is how many runs may execute at once; later runs stay
+	// pending, in line (engine.QueuePosition), until one ends. Defaults to
+	// DefaultConcurrency.
 	Concurrency int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultConcurrency is the default Options.Concurrency: enough for a
+// thousand runs that mostly wait (on a model's stream, or the demo agent's
+// pauses) on a small machine. A run held here costs little by itself
+// (a few goroutines and its session, ~100 KB with its subscription:
+// docs/benchmarks.md); what it costs beyond that is its agent's.
+const DefaultConcurrency = 1000
 
 // Runner executes runs of in-process agents.
 type Runner struct {
@@ -54,7 +63,7 @@ type Runner struct {
 // New returns a runner for the given agents, by name.
 func New(e *engine.Engine, as map[string]agents.Agent, opts Options) *Runner {
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 256
+		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -23,6 +23,10 @@ type benchConfig struct {
 	events                                    int
 	duration                                  time.Duration
 	json                                      bool
+	// runs (bench_runs.go)
+	runs, runSubscribers, tokens, delayMs int
+	settle                                time.Duration
+	sourceAddrs                           string // idle
 	// resume (bench_resume.go)
 	history    []int
 	rounds     int
@@ -36,14 +40,14 @@ var scenarios = []string{"idle", "append", "fanout", "latency"}
 
 // extraScenarios run only when asked for by name; resume starts a server
 // of its own.
-var extraScenarios = []string{"stalled", "resume"}
+var extraScenarios = []string{"stalled", "resume", "runs"}
 
 func benchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", "bench [flags]", env, stderr)
 	var c benchConfig
 	fs.StringVar(&c.server, "server", fs.envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer ($TETHER_TOKEN)")
-	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled, and resume, which runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
+	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled, runs (in-process demo runs at once), and resume, which runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")
 	batch := fs.Int("batch", "TETHER_BENCH_BATCH", 10, "append, fanout, stalled: events per append request")
@@ -59,6 +63,12 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&history, "history", history, "resume: events in the threads resumed, comma-separated ($TETHER_BENCH_HISTORY)")
 	rounds := fs.Int("rounds", "TETHER_BENCH_ROUNDS", 5, "resume: server restarts per thread and request")
 	fs.StringVar(&c.resumeData, "resume-data", fs.envOr("TETHER_BENCH_RESUME_DATA", ""), "resume: data directory of its server, kept, so that a later run skips the fill (default: a temporary one) ($TETHER_BENCH_RESUME_DATA)")
+	runs := fs.Int("runs", "TETHER_BENCH_RUNS", 1000, "runs: demo runs created at once, each on a thread of its own")
+	runSubscribers := fs.Int("run-subscribers", "TETHER_BENCH_RUN_SUBSCRIBERS", 2, "runs: SSE subscribers of each run's thread")
+	tokens := fs.Int("tokens", "TETHER_BENCH_TOKENS", 300, "runs: text.delta events of each demo run")
+	delayMs := fs.Int("delay-ms", "TETHER_BENCH_DELAY_MS", 33, "runs: the demo agent's pause before each event, in ms")
+	settle := fs.Duration("settle", "TETHER_BENCH_SETTLE", 90*time.Second, "runs: how long the server is left idle after the runs before its memory is read again (streams whose clients left end at the second ping after, two heartbeats)")
+	fs.StringVar(&c.sourceAddrs, "source-addrs", fs.envOr("TETHER_BENCH_SOURCE_ADDRS", ""), "idle: comma-separated local addresses to open connections from, in turn (default: for a server on 127.0.0.1, 127.0.0.1, 127.0.0.2, ... one per 25,000 connections, past the ephemeral ports of one address) ($TETHER_BENCH_SOURCE_ADDRS)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", fs.envOr("TETHER_BENCH_CPUPROFILE", ""), "write a CPU profile of the load generator itself to this file ($TETHER_BENCH_CPUPROFILE)")
 	if err := fs.parse(args); err != nil {
@@ -71,6 +81,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.threads, c.concurrency, c.batch, c.duration = *threads, *concurrency, *batch, *duration
 	c.subscribers, c.window, c.rate, c.connections, c.eventBytes = *subscribers, *window, *rate, *connections, *eventBytes
 	c.events = *events
+	c.runs, c.runSubscribers, c.tokens, c.delayMs, c.settle = *runs, *runSubscribers, *tokens, *delayMs, *settle
 	c.json = *jsonOut
 	c.rounds = *rounds
 	for _, h := range strings.Split(history, ",") {
@@ -142,13 +153,17 @@ func (c *benchConfig) check() error {
 		name string
 		v    int
 	}{{"threads", c.threads}, {"batch", c.batch}, {"subscribers", c.subscribers},
-		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}, {"events", c.events}} {
+		{"rate", c.rate}, {"connections", c.connections}, {"event-bytes", c.eventBytes}, {"events", c.events},
+		{"runs", c.runs}, {"run-subscribers", c.runSubscribers}, {"tokens", c.tokens}} {
 		if f.v < 1 {
 			return fmt.Errorf("--%s must be at least 1", f.name)
 		}
 	}
 	if c.concurrency < 0 {
 		return errors.New("--concurrency must not be negative")
+	}
+	if c.delayMs < 0 || c.settle < 0 {
+		return errors.New("--delay-ms and --settle must not be negative")
 	}
 	if c.window < 0 {
 		return errors.New("--window must not be negative")
@@ -225,6 +240,8 @@ func (b *bencher) run(ctx context.Context, name string) (result, error) {
 		return b.idleScenario(ctx)
 	case "stalled":
 		return b.stalledScenario(ctx)
+	case "runs":
+		return b.runsScenario(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

@@ -143,6 +143,13 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 	if limit < uint64(c.connections)+64 {
 		return nil, fmt.Errorf("--connections %d needs more open files than this process may have (%d): raise ulimit -n", c.connections, limit)
 	}
+	sources, err := b.sourceAddrs(c.connections)
+	if err != nil {
+		return nil, err
+	}
+	if len(sources) > 1 {
+		fmt.Fprintf(b.stderr, "idle: dialing from %d source addresses (%s to %s)\n", len(sources), sources[0], sources[len(sources)-1])
+	}
 	tid, err := b.newThread(ctx)
 	if err != nil {
 		return nil, err
@@ -170,7 +177,11 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 	})
 	var mu sync.Mutex
 	err = parallel(ctx, c.connections, 32, func(ctx context.Context, i int) error {
-		cn, err := b.dialStream(ctx, path)
+		var src net.IP
+		if len(sources) > 0 {
+			src = sources[i%len(sources)]
+		}
+		cn, err := b.dialStreamFrom(ctx, path, src)
 		if err != nil {
 			return duringBench(fmt.Sprintf("open connection %d", i+1), err)
 		}
@@ -221,11 +232,16 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 // server sent its connected frame. The caller never reads it again: an
 // idle stream gets a ping every 15 s, which the socket buffers hold.
 func (b *bencher) dialStream(ctx context.Context, path string) (net.Conn, error) {
+	return b.dialStreamFrom(ctx, path, nil)
+}
+
+// dialStreamFrom is dialStream from a local address (nil: any).
+func (b *bencher) dialStreamFrom(ctx context.Context, path string, local net.IP) (net.Conn, error) {
 	u, err := url.Parse(b.c.server)
 	if err != nil {
 		return nil, err
 	}
-	cn, err := b.api.dial(ctx, u)
+	cn, err := b.api.dialFrom(ctx, u, local)
 	if err != nil {
 		return nil, err
 	}
@@ -288,4 +304,44 @@ func streamRefused(resp []byte) error {
 		}
 	}
 	return fmt.Errorf("the server answered %s", line)
+}
+
+// portsPerSource is how many connections the bench opens to one server
+// from one source address: a little under the Linux default range of
+// ephemeral ports (32768-60999, net.ipv4.ip_local_port_range).
+const portsPerSource = 25000
+
+// sourceAddrs returns the local addresses to spread n connections over:
+// --source-addrs if given; else, for a server on 127.0.0.1 and more
+// connections than one address has ports for, 127.0.0.1, 127.0.0.2, ...
+// (every 127.x address is the machine's own on Linux); else none (the
+// system's choice).
+func (b *bencher) sourceAddrs(n int) ([]net.IP, error) {
+	if b.c.sourceAddrs != "" {
+		var out []net.IP
+		for _, s := range strings.Split(b.c.sourceAddrs, ",") {
+			ip := net.ParseIP(strings.TrimSpace(s))
+			if ip == nil {
+				return nil, fmt.Errorf("--source-addrs: %q is not an IP address", s)
+			}
+			out = append(out, ip)
+		}
+		return out, nil
+	}
+	u, err := url.Parse(b.c.server)
+	if err != nil || n <= portsPerSource {
+		return nil, nil
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.Equal(net.IPv4(127, 0, 0, 1)) {
+		return nil, nil
+	}
+	k := (n + portsPerSource - 1) / portsPerSource
+	if k > 254 {
+		return nil, fmt.Errorf("--connections %d needs more than 254 source addresses", n)
+	}
+	out := make([]net.IP, k)
+	for i := range out {
+		out[i] = net.IPv4(127, 0, 0, byte(i+1))
+	}
+	return out, nil
 }

@@ -82,6 +82,13 @@ func (rc *rawConn) send(p *prepared, body []byte, resp *bytes.Buffer) (int, erro
 
 // dial opens a connection to the server of u.
 func (a *apiClient) dial(ctx context.Context, u *url.URL) (net.Conn, error) {
+	return a.dialFrom(ctx, u, nil)
+}
+
+// dialFrom dials from a local address (nil: the system's choice). Beyond
+// the ~28,000 ports of one source address, connections to one server need
+// several (127.0.0.x on loopback).
+func (a *apiClient) dialFrom(ctx context.Context, u *url.URL, local net.IP) (net.Conn, error) {
 	host := u.Host
 	if u.Port() == "" {
 		port := "80"
@@ -91,6 +98,9 @@ func (a *apiClient) dial(ctx context.Context, u *url.URL) (net.Conn, error) {
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
 	d := net.Dialer{Timeout: 5 * time.Second}
+	if local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: local}
+	}
 	c, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, a.transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: err})

@@ -4,8 +4,10 @@ package main
 
 import "syscall"
 
-// raiseFileLimit raises this process's soft limit on open files towards
-// want (up to the hard limit) and returns the limit in force.
+// raiseFileLimit raises this process's limit on open files towards want
+// and returns the limit in force: the soft limit up to the hard one, and
+// the hard one too where the process may (root, CAP_SYS_RESOURCE; up to
+// fs.nr_open).
 func raiseFileLimit(want uint64) (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
@@ -13,6 +15,12 @@ func raiseFileLimit(want uint64) (uint64, error) {
 	}
 	if l.Cur >= want {
 		return uint64(l.Cur), nil
+	}
+	if uint64(l.Max) < want {
+		raised := syscall.Rlimit{Cur: want, Max: want}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			return want, nil
+		}
 	}
 	l.Cur = min(want, uint64(l.Max))
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -42,7 +43,8 @@ type serveConfig struct {
 	fsync, insecure, debugPublic                                                     bool
 	heartbeat, lifetime, leaseTTL, cancelGrace, sweep, shutdownGrace, writeTimeout   time.Duration
 	longPollTimeout                                                                  time.Duration
-	maxBody, maxEvent, maxWSSubs                                                     int
+	memoryLimit                                                                      int64
+	maxBody, maxEvent, maxWSSubs, runConcurrency                                     int
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
 	aguiAgents                                                                       []string
@@ -78,6 +80,8 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
+	runConcurrency := fs.Int("run-concurrency", "TETHER_RUN_CONCURRENCY", runner.DefaultConcurrency, "most in-process runs (demo, openai, --ag-ui-agent) executing at once on this node; later ones stay pending, in line, until one ends")
+	memLimit := fs.String("memory-limit", "TETHER_MEMORY_LIMIT", "", "soft limit of the Go runtime's memory, e.g. 512MiB or 2GiB: above it the server collects garbage harder and returns freed memory at once (default: none, or $GOMEMLIMIT)")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -104,6 +108,17 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
+	c.runConcurrency = *runConcurrency
+	if *memLimit != "" {
+		n, err := parseBytes(*memLimit)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--memory-limit must be a size such as 512MiB or 2GiB, not %q", *memLimit)
+		}
+		c.memoryLimit = n
+	}
+	if c.runConcurrency < 1 {
+		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
+	}
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
 	c.tokens.publicKeys = pubKeys.items
@@ -118,6 +133,10 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if c.memoryLimit > 0 {
+		debug.SetMemoryLimit(c.memoryLimit)
+	}
+
 	keys, err := loadKeys(c)
 	if err != nil {
 		return err
@@ -188,7 +207,10 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	rn := runner.New(e, local, runner.Options{Logger: log})
+	rn := runner.New(e, local, runner.Options{Concurrency: c.runConcurrency, Logger: log})
+	tctx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimMemory(tctx, log, c.heartbeat, e.Hub().DropIdle)
 
 	// Durable Streams live in the same store as thread logs; their commits
 	// reach the engine's hub like every other. Subscriptions hear of
@@ -251,7 +273,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		}
 	}
 	log.Info("tether is serving", "url", "http://"+ln.Addr().String(), "data", c.data, "fsync", c.fsync,
-		"auth", auth, "agents", strings.Join(rn.Names(), ","), "version", versionString())
+		"auth", auth, "agents", strings.Join(rn.Names(), ","), "run_concurrency", c.runConcurrency, "version", versionString())
 
 	select {
 	case err := <-served:

@@ -450,7 +450,7 @@ export class SubscriptionImpl implements Subscription {
   // frame handles one frame; it returns true to end the connection.
   private frame(f: SSEFrame, o: Outcome, opened: () => void): boolean {
     if (this.isClosed) return true;
-    if (!o.connected && f.event !== 'ping' && f.event !== 'connected') {
+    if (!o.connected && f.event !== 'ping' && f.event !== 'connected' && f.event !== 'reconnect' && f.event !== 'end') {
       o.connected = true; // a server that skips `connected` still counts as open
       opened();
       this.attempt = 0;
@@ -478,7 +478,11 @@ export class SubscriptionImpl implements Subscription {
       }
       case 'ping':
         return false;
-      case 'reconnect':
+      case 'reconnect': {
+        // A stream that could not start says why (the store did not
+        // answer): resumed all the same.
+        const e = failure(f.data);
+        if (e) o.error = e;
         o.now = true;
         try {
           o.tokenExpired = (JSON.parse(f.data) as { reason?: unknown })?.reason === 'token_expired';
@@ -486,6 +490,18 @@ export class SubscriptionImpl implements Subscription {
           // no reason given: reconnect all the same
         }
         return true;
+      }
+      case 'end': {
+        // A stream that could not start (an unknown thread, run or
+        // message) ends with the error its status would have said.
+        const e = failure(f.data);
+        if (e) {
+          o.error = e;
+          o.fatal = true;
+          return true;
+        }
+        break;
+      }
       case 'snapshot': {
         if (f.noData) return false;
         let snap: Snapshot;
@@ -550,5 +566,19 @@ export class SubscriptionImpl implements Subscription {
       return;
     }
     if (this.runId && snap.runs.some((r) => r.id === this.runId && isTerminalRunStatus(r.status))) this.done = true;
+  }
+}
+
+// failure reads the error of an end or reconnect frame that ended a stream
+// before it started (protocol §5): `{"reason", "error": {code, message}}`.
+function failure(data: string): TetherError | undefined {
+  try {
+    const d = JSON.parse(data) as { error?: { code?: unknown; message?: unknown } };
+    const code = d?.error?.code;
+    if (typeof code !== 'string' || !code) return undefined;
+    const message = typeof d.error!.message === 'string' ? d.error!.message : code;
+    return new TetherError(code, message, 200);
+  } catch {
+    return undefined;
   }
 }

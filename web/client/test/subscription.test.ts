@@ -202,6 +202,34 @@ describe('subscribe', () => {
     sub.close();
   });
 
+  it('closes with the error of an end frame that ends a stream before it started, and does not retry', async () => {
+    const pipe = ff.expectSSE();
+    const onError = vi.fn();
+    const sub = client.subscribe({ threadId: 't9' }, { onError });
+    (await pipe).push(':ok\n\n' + frame('end', { reason: 'error', error: { code: 'not_found', message: 'thread t9 not found' } }));
+    (await pipe).end();
+    const c = await sub.closed;
+    expect(c.reason).toBe('error');
+    expect(c.error).toMatchObject({ code: 'not_found', message: 'thread t9 not found' });
+    expect(onError).toHaveBeenCalledOnce();
+    expect(ff.requests).toHaveLength(1);
+  });
+
+  it('resumes after a reconnect frame that ends a stream before it started (the store did not answer)', async () => {
+    const rec = record();
+    const p1 = ff.expectSSE();
+    const sub = client.subscribe({ threadId: 't1' }, rec.handlers);
+    const p2 = ff.expectSSE();
+    (await p1).push(':ok\n\n' + frame('reconnect', { reason: 'unavailable', error: { code: 'unavailable', message: 'the store did not answer in time; retry' } }));
+    await settle();
+    const second = await p2;
+    second.push(connected() + ev.slice(0, 2).map(eventFrame).join(''));
+    await settle();
+    expect(rec.events.map((e) => e.offset)).toEqual(ev.slice(0, 2).map((e) => e.offset));
+    expect(ff.requests).toHaveLength(2);
+    sub.close();
+  });
+
   it('closes with the error on a 4xx and does not retry', async () => {
     ff.next(() => errorResponse(404, 'not_found', 'thread t9 not found'));
     const onError = vi.fn();
