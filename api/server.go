@@ -62,6 +62,9 @@ type Options struct {
 	// MaxSubscriptions limits the subscriptions open at once on one
 	// WebSocket. Defaults to 256.
 	MaxSubscriptions int
+	// Limits are the rate limits of each principal and the cap on request
+	// bodies in flight (limits.go). The zero value limits no principal.
+	Limits Limits
 	// Streams, if set, serves the Durable Streams protocol at /v1/stream/
 	// (package api/durablestreams).
 	Streams *streams.Service
@@ -109,6 +112,7 @@ func (o *Options) setDefaults() {
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 256
 	}
+	o.Limits.setDefaults(o.MaxBodyBytes)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -122,6 +126,8 @@ type Server struct {
 	auth    *auth
 	cop     *http.CrossOriginProtection // nil: every origin is trusted
 	metrics *metrics
+	quotas  *quotas
+	budget  *budget // nil: bodies in flight are not capped
 
 	shutdown     chan struct{}
 	stopping     context.Context // done once shutdown starts
@@ -141,6 +147,10 @@ func New(e *engine.Engine, opts Options) *Server {
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
 	s.metrics = newMetrics(e)
+	s.quotas = newQuotas(opts.Limits, nil)
+	if opts.Limits.BodyBytes > 0 {
+		s.budget = newBudget(opts.Limits.BodyBytes)
+	}
 	s.ready.Store(true)
 	return s
 }
@@ -230,6 +240,7 @@ func (s *Server) routes() []route {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
+		rt.h = s.limit(rt.pattern, rt.h)
 		h := s.guard(rt)
 		if !rt.quiet {
 			h = s.observe(rt.pattern, h)
@@ -256,17 +267,24 @@ func (s *Server) Shutdown() {
 }
 
 // live registers a long-lived response (an SSE stream, a WebSocket, a
-// long poll) that Shutdown waits for, and returns the function that ends
-// it. Once shutdown has started it refuses (ok is false), and the caller
-// answers 503 so that the client reconnects elsewhere.
-func (s *Server) live() (done func(), ok bool) {
+// long poll) that Shutdown waits for, and counts it against its
+// principal's streams (holdStream); it returns the function that ends it.
+// It refuses (ok is false) once shutdown has started, answering 503 so
+// that the client reconnects elsewhere, and over the principal's limit,
+// answering 429.
+func (s *Server) live(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	if s.stopped() {
+		s.writeError(w, r, errShuttingDown)
+		return nil, false
+	}
+	release, ok := s.holdStream(w, r)
+	if !ok {
 		return nil, false
 	}
 	s.streams.Add(1)
-	return s.streams.Done, true
+	return func() { s.streams.Done(); release() }, true
 }
 
 // untilShutdown returns a context for a long poll: it ends after d, when

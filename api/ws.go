@@ -62,9 +62,8 @@ func queryToken(r *http.Request) *http.Request {
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// A worker token may follow only the runs it holds or held, as on SSE.
 	key := keyOf(r)
-	done, ok := s.live()
+	done, ok := s.live(w, r)
 	if !ok {
-		s.writeError(w, r, errShuttingDown)
 		return
 	}
 	defer done()
