@@ -13,9 +13,9 @@ import (
 // no principal (tether serve sets its flags' defaults) and caps bodies in
 // flight at 4 × Options.MaxBodyBytes.
 type Limits struct {
-	// Creates bounds the threads and Durable Streams a principal creates
+	// Threads bounds the threads and Durable Streams a principal creates
 	// (POST /v1/threads, PUT /v1/stream/{path}). Defaults to no limit.
-	Creates Rate
+	Threads Rate
 	// Runs bounds the runs a principal starts (POST .../runs,
 	// .../runs/stream, /v1/ag-ui/{agent}, /v1/ai-sdk/{agent}/chat).
 	// Defaults to no limit.

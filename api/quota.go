@@ -29,7 +29,7 @@ type quotas struct {
 // principal is one principal's counters. Its buckets are nil when their
 // limit is off.
 type principal struct {
-	creates, runs, appends, bytes *rate.Limiter
+	threads, runs, appends, bytes *rate.Limiter
 	streams                       int // open; guarded by quotas.mu
 }
 
@@ -74,7 +74,7 @@ func (q *quotas) get(key string) *principal {
 			}
 		}
 	}
-	p := &principal{creates: bucket(q.lim.Creates), runs: bucket(q.lim.Runs),
+	p := &principal{threads: bucket(q.lim.Threads), runs: bucket(q.lim.Runs),
 		appends: bucket(q.lim.Appends), bytes: bucket(q.lim.AppendBytes)}
 	q.m[key] = p
 	return p
@@ -85,7 +85,7 @@ func (q *quotas) get(key string) *principal {
 func (q *quotas) sweep(now time.Time) {
 	q.lastSweep = now
 	for k, p := range q.m {
-		if p.streams == 0 && full(p.creates, now) && full(p.runs, now) && full(p.appends, now) && full(p.bytes, now) {
+		if p.streams == 0 && full(p.threads, now) && full(p.runs, now) && full(p.appends, now) && full(p.bytes, now) {
 			delete(q.m, k)
 		}
 	}
@@ -246,7 +246,7 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			}
 			switch kind {
 			case limitCreate:
-				if !check(p.creates, 1, "threads and streams created") {
+				if !check(p.threads, 1, "threads and streams created") {
 					return
 				}
 			case limitRun, limitRunOnly:

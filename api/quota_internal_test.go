@@ -59,10 +59,10 @@ func TestQuotaKey(t *testing.T) {
 // that the limiter's memory is bounded whatever the number of clients.
 func TestQuotasBounded(t *testing.T) {
 	now := time.Unix(1000, 0)
-	lim := Limits{Creates: Rate{PerSecond: 1, Burst: 2}, MaxPrincipals: 3}
+	lim := Limits{Threads: Rate{PerSecond: 1, Burst: 2}, MaxPrincipals: 3}
 	q := newQuotas(lim, func() time.Time { return now })
 	use := func(key string) time.Duration {
-		_, d := q.take(q.get(key).creates, 1)
+		_, d := q.take(q.get(key).threads, 1)
 		return d
 	}
 	use("a")

@@ -52,7 +52,7 @@ func (v *env) logOf(tid, tok string) []json.RawMessage {
 // key over its rate gets 429 rate_limited with Retry-After, nothing is
 // created, and another key is not touched. Before: every create was let in.
 func TestLimitCreates(t *testing.T) {
-	v := newAuthEnv(t, api.Options{Limits: api.Limits{Creates: mustRate(t, "2/h")}})
+	v := newAuthEnv(t, api.Options{Limits: api.Limits{Threads: mustRate(t, "2/h")}})
 	c, a := bearer(azClient), bearer(azAdmin)
 	v.mustDo(201, "POST", "/v1/threads", map[string]any{"id": "t1"}, c...)
 	v.mustDo(201, "PUT", "/v1/stream/s1", `{"a":1}`, append(c, "Content-Type", "application/json")...)
@@ -60,7 +60,7 @@ func TestLimitCreates(t *testing.T) {
 	limited(t, "a stream", v.do("PUT", "/v1/stream/s2", `{"a":1}`, append(c, "Content-Type", "application/json")...), "rate_limited")
 	v.mustDo(404, "GET", "/v1/threads/t3", nil, a...)
 	v.mustDo(404, "HEAD", "/v1/stream/s2", nil, a...)
-	// Reads are not creates.
+	// Reads do not count.
 	v.mustDo(200, "GET", "/v1/threads/t1", nil, c...)
 	// Another principal.
 	v.mustDo(201, "POST", "/v1/threads", map[string]any{"id": "t3"}, a...)
@@ -212,7 +212,7 @@ func (s *sseStream) until(typ string) bool {
 // With auth off, a client on loopback (the only user of a server that may
 // run without keys) is not limited.
 func TestLimitLoopbackWithoutKeys(t *testing.T) {
-	v := newEnv(t, api.Options{Limits: api.Limits{Creates: mustRate(t, "1/h"), Streams: 1}})
+	v := newEnv(t, api.Options{Limits: api.Limits{Threads: mustRate(t, "1/h"), Streams: 1}})
 	for i := range 3 {
 		v.thread(fmt.Sprint("t", i))
 	}

@@ -46,6 +46,7 @@ type serveConfig struct {
 	publicURL                                                                        string
 	loopbackWebhooks                                                                 bool
 	aguiAgents                                                                       []string
+	limits                                                                           api.Limits
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -71,6 +72,12 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxBody := fs.Int("max-body", "TETHER_MAX_BODY", 4<<20, "largest request body in bytes (a worker's batch of events)")
 	maxEvent := fs.Int("max-event", "TETHER_MAX_EVENT", 1<<20, "largest event in bytes")
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
+	limitThreads := fs.String("limit-threads", "TETHER_LIMIT_THREADS", "100/s", "threads (and Durable Streams) each key may create: N/s, N/m or N/h (up to N at once, N more each second, minute or hour), 0 for no limit; over it, 429 rate_limited with Retry-After. Without keys, per client address, and none for clients on loopback")
+	limitRuns := fs.String("limit-runs", "TETHER_LIMIT_RUNS", "100/s", "runs each key may start (every surface): N/s, N/m or N/h, 0 for no limit")
+	limitAppends := fs.String("limit-appends", "TETHER_LIMIT_APPENDS", "1000/s", "append requests each key may send (workers' events, Durable Streams data): N/s, N/m or N/h, 0 for no limit")
+	limitAppendBytes := fs.String("limit-append-bytes", "TETHER_LIMIT_APPEND_BYTES", "64MiB/s", "bytes of append bodies each key may send: N/s, N/m or N/h with N in bytes or KiB, MiB, GiB, 0 for no limit; at least --max-body at once")
+	limitStreams := fs.Int("limit-streams", "TETHER_LIMIT_STREAMS", 1000, "streams (SSE, WebSocket) and long polls each key may hold open at once, 0 for no limit")
+	maxBodyInFlight := fs.Int("max-body-in-flight", "TETHER_MAX_BODY_IN_FLIGHT", 0, "request-body bytes handled at once, over every client (0: 4 x --max-body, -1: no cap); a request that does not fit waits up to 5s, then gets 503 unavailable with Retry-After")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -97,6 +104,24 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	c.heartbeat, c.lifetime, c.leaseTTL, c.cancelGrace, c.sweep = *heartbeat, *lifetime, *leaseTTL, *cancelGrace, *sweep
 	c.shutdownGrace, c.writeTimeout, c.maxBody, c.maxEvent, c.maxWSSubs = *shutdownGrace, *writeTimeout, *maxBody, *maxEvent, *maxWSSubs
 	c.longPollTimeout = *longPoll
+	for _, l := range []struct {
+		flag, val string
+		to        *api.Rate
+	}{{"limit-threads", *limitThreads, &c.limits.Threads}, {"limit-runs", *limitRuns, &c.limits.Runs},
+		{"limit-appends", *limitAppends, &c.limits.Appends}, {"limit-append-bytes", *limitAppendBytes, &c.limits.AppendBytes}} {
+		r, err := api.ParseRate(l.val)
+		if err != nil {
+			fmt.Fprintf(stderr, "tether serve: --%s: %v\n", l.flag, err)
+			return errUsage
+		}
+		*l.to = r
+	}
+	if *limitStreams < 0 {
+		fmt.Fprintf(stderr, "tether serve: --limit-streams must not be negative\n")
+		return errUsage
+	}
+	c.limits.Streams = *limitStreams
+	c.limits.BodyBytes = int64(*maxBodyInFlight)
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
 	// The key comes only from the environment, so that it never shows in
@@ -205,6 +230,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		// through its visitor's browser (docs/operations.md, "Security").
 		LoopbackHosts: len(keys) == 0 && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
+		Limits:  c.limits,
 		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout, PublicURL: public,
 		Web: app.FS(), Logger: log,
 	})
