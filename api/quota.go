@@ -58,6 +58,11 @@ func bucket(r Rate) *rate.Limiter {
 func (q *quotas) get(key string) *principal {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.getLocked(key)
+}
+
+// getLocked is get with q.mu held.
+func (q *quotas) getLocked(key string) *principal {
 	now := q.now()
 	if now.Sub(q.lastSweep) >= sweepEvery {
 		q.sweep(now)
@@ -137,9 +142,11 @@ func (t taken) giveBack() {
 // openStream counts one more stream of key's, unless it holds
 // Limits.Streams already. The function returned counts it closed.
 func (q *quotas) openStream(key string) (closeStream func(), ok bool) {
-	p := q.get(key)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	// Under one lock with the count, so that a sweep cannot drop the
+	// principal between the two.
+	p := q.getLocked(key)
 	if q.lim.Streams > 0 && p.streams >= q.lim.Streams {
 		return nil, false
 	}

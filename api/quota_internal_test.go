@@ -113,8 +113,8 @@ func TestBudget(t *testing.T) {
 		}()
 		synctest.Wait()
 		go func() {
-			r, _ := b.acquire(ctx, 1) // fits now, but waits behind 8
-			got <- 1
+			r, _ := b.acquire(ctx, 3) // fits now, but waits behind 8
+			got <- 3
 			r()
 		}()
 		synctest.Wait()
@@ -128,8 +128,8 @@ func TestBudget(t *testing.T) {
 		}
 		r1()
 		r1() // twice is once
-		if first, second := <-got, <-got; first != 8 || second != 1 {
-			t.Fatalf("served %d then %d, want 8 then 1", first, second)
+		if first, second := <-got, <-got; first != 8 || second != 3 {
+			t.Fatalf("served %d then %d, want 8 then 3", first, second)
 		}
 		big, err := b.acquire(ctx, 100)
 		if err != nil || b.inUse() != 10 {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,30 @@ func mustRate(t *testing.T, s string) api.Rate {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// refused sends a request expected to be refused: a stream that is let in
+// instead is ended after 10s, and its 200 reported, rather than read
+// forever.
+func (v *env) refused(method, path string, body string, hdr ...string) *resp {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, v.url+path, rd)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		v.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return &resp{res.StatusCode, res.Header, b}
 }
 
 // logOf reads a thread's whole log with a token.
@@ -156,10 +181,10 @@ func TestLimitStreams(t *testing.T) {
 	s1 := v.sse("GET", "/v1/threads/t1/events", nil, c...)
 	s2 := v.sse("GET", "/v1/threads/t1/events", nil, c...)
 
-	limited(t, "a third SSE stream", v.do("GET", "/v1/threads/t1/events", nil, append(c, "Accept", "text/event-stream")...), "rate_limited")
-	limited(t, "a long poll", v.do("GET", "/v1/threads/t1/events?wait=1000", nil, append(c, "Accept", "application/json")...), "rate_limited")
-	limited(t, "a Durable Streams long poll", v.do("GET", "/v1/stream/threads/t1?offset=now&live=long-poll", nil, c...), "rate_limited")
-	limited(t, "a run's stream", v.do("POST", "/v1/threads/t1/runs/stream", `{"agent":"demo","input":{"messages":[{"role":"user","content":"hi"}]}}`, c...), "rate_limited")
+	limited(t, "a third SSE stream", v.refused("GET", "/v1/threads/t1/events", "", append(c, "Accept", "text/event-stream")...), "rate_limited")
+	limited(t, "a long poll", v.refused("GET", "/v1/threads/t1/events?wait=1000", "", append(c, "Accept", "application/json")...), "rate_limited")
+	limited(t, "a Durable Streams long poll", v.refused("GET", "/v1/stream/threads/t1?offset=now&live=long-poll", "", c...), "rate_limited")
+	limited(t, "a run's stream", v.refused("POST", "/v1/threads/t1/runs/stream", `{"agent":"demo","input":{"messages":[{"role":"user","content":"hi"}]}}`, c...), "rate_limited")
 	_, res, err := v.dialWS("?access_token="+azClient, nil)
 	if err == nil || res == nil || res.StatusCode != 429 {
 		t.Fatalf("a WebSocket over the limit: %v %v", res, err)
@@ -234,15 +259,13 @@ func TestBodyBudget(t *testing.T) {
 	// The first body is sent slowly: it holds its bytes until it is read.
 	body1 := big("m1")
 	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
 	req, _ := http.NewRequest("POST", v.url+"/v1/runs/"+run+"/events", pr)
 	req.ContentLength = int64(len(body1))
 	req.Header.Set(lease[0], lease[1])
 	first := make(chan *http.Response, 1)
 	go func() {
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-		}
+		res, _ := http.DefaultClient.Do(req) // nil on error: reported below
 		first <- res
 	}()
 	if _, err := pw.Write([]byte(body1[:10])); err != nil {

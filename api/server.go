@@ -273,17 +273,21 @@ func (s *Server) Shutdown() {
 // that the client reconnects elsewhere, and over the principal's limit,
 // answering 429.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	if s.stopped() {
-		s.writeError(w, r, errShuttingDown)
-		return nil, false
-	}
 	release, ok := s.holdStream(w, r)
 	if !ok {
 		return nil, false
 	}
-	s.streams.Add(1)
+	s.liveMu.Lock()
+	stopped := s.stopped()
+	if !stopped {
+		s.streams.Add(1)
+	}
+	s.liveMu.Unlock()
+	if stopped {
+		release()
+		s.writeError(w, r, errShuttingDown)
+		return nil, false
+	}
 	return func() { s.streams.Done(); release() }, true
 }
 
