@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	tether "github.com/tetherhq/tether"
@@ -24,6 +25,10 @@ type quotas struct {
 	mu        sync.Mutex
 	m         map[string]*principal
 	lastSweep time.Time
+
+	// refused counts refusals by limit: threads, runs, appends,
+	// append_bytes, streams, body_budget.
+	refused *prometheus.CounterVec
 }
 
 // principal is one principal's counters. Its buckets are nil when their
@@ -44,7 +49,26 @@ func newQuotas(lim Limits, now func() time.Time) *quotas {
 	if now == nil {
 		now = time.Now
 	}
-	return &quotas{lim: lim, now: now, m: make(map[string]*principal), lastSweep: now()}
+	return &quotas{lim: lim, now: now, m: make(map[string]*principal), lastSweep: now(),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_limited_total", Help: "Requests refused by a limit (429, or 503 for body_budget), by limit.",
+		}, []string{"limit"})}
+}
+
+// limitCollectors returns the limits' metrics: refusals, principals held,
+// and the bytes of the body budget in use.
+func (s *Server) limitCollectors() []prometheus.Collector {
+	return []prometheus.Collector{s.quotas.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_limit_principals", Help: "Principals whose limit counters are held."},
+			func() float64 { return float64(s.quotas.size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tether_body_bytes_in_flight", Help: "Request-body bytes taken from the budget (--max-body-in-flight)."},
+			func() float64 {
+				if s.budget == nil {
+					return 0
+				}
+				return float64(s.budget.inUse())
+			}),
+	}
 }
 
 func bucket(r Rate) *rate.Limiter {
@@ -242,9 +266,10 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 		}
 		if rq.key != "" && kind != limitNone {
 			p := s.quotas.get(rq.key)
-			check := func(l *rate.Limiter, n int, what string) bool {
+			check := func(l *rate.Limiter, n int, limit, what string) bool {
 				t, d := s.quotas.take(l, n)
 				if d > 0 {
+					s.quotas.refused.WithLabelValues(limit).Inc()
 					refuse(tether.Errorf(tether.CodeRateLimited, "too many %s: retry in %s", what, retryAfter(d)), d)
 					return false
 				}
@@ -253,16 +278,16 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			}
 			switch kind {
 			case limitCreate:
-				if !check(p.threads, 1, "threads and streams created") {
+				if !check(p.threads, 1, "threads", "threads and streams created") {
 					return
 				}
 			case limitRun, limitRunOnly:
-				if !check(p.runs, 1, "runs started") {
+				if !check(p.runs, 1, "runs", "runs started") {
 					return
 				}
 			case limitAppend:
 				n := int(min(r.ContentLength, s.opts.MaxBodyBytes))
-				if !check(p.appends, 1, "appends") || !check(p.bytes, n, "bytes appended") {
+				if !check(p.appends, 1, "appends", "appends") || !check(p.bytes, n, "append_bytes", "bytes appended") {
 					return
 				}
 				if r.ContentLength < 0 && p.bytes != nil {
@@ -276,6 +301,7 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			if kind == limitRun {
 				closeStream, ok := s.quotas.openStream(rq.key)
 				if !ok {
+					s.quotas.refused.WithLabelValues("streams").Inc()
 					refuse(errTooManyStreams(s.opts.Limits.Streams), time.Second)
 					return
 				}
@@ -295,6 +321,7 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 				if r.Context().Err() != nil {
 					return // the client left
 				}
+				s.quotas.refused.WithLabelValues("body_budget").Inc()
 				refuse(tether.Errorf(tether.CodeUnavailable, "the server is handling too many large requests: retry"), time.Second)
 				return
 			}
@@ -320,6 +347,7 @@ func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release fun
 	}
 	closeStream, ok := s.quotas.openStream(rq.key)
 	if !ok {
+		s.quotas.refused.WithLabelValues("streams").Inc()
 		setRetryAfter(w, time.Second)
 		s.writeError(w, r, errTooManyStreams(s.opts.Limits.Streams))
 		return nil, false

@@ -89,6 +89,9 @@ func TestLimitCreates(t *testing.T) {
 	v.mustDo(200, "GET", "/v1/threads/t1", nil, c...)
 	// Another principal.
 	v.mustDo(201, "POST", "/v1/threads", map[string]any{"id": "t3"}, a...)
+	if m := v.mustDo(200, "GET", "/metrics", nil); !strings.Contains(string(m.body), `tether_limited_total{limit="threads"} 2`) {
+		t.Fatalf("metrics do not count the refusals:\n%s", m.body)
+	}
 }
 
 // Runs started count on every surface that starts one; a refused run

@@ -151,6 +151,7 @@ func New(e *engine.Engine, opts Options) *Server {
 	if opts.Limits.BodyBytes > 0 {
 		s.budget = newBudget(opts.Limits.BodyBytes)
 	}
+	s.metrics.reg.MustRegister(s.limitCollectors()...)
 	s.ready.Store(true)
 	return s
 }
