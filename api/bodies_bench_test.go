@@ -27,8 +27,8 @@ import (
 // BenchmarkLargeAppends measures the memory of N appends of 4 MiB bodies
 // sent at once to a real server (SQLite store, engine, HTTP), each to a
 // run of its own, with the budget of bodies in flight off, at its default
-// (4 × 4 MiB) and at one body (4 MiB). Each iteration sends one wave of N. It reports the
-// peak Go heap (runtime/metrics, sampled every millisecond) and the peak
+// (2 × 4 MiB) and at one body (4 MiB). Each iteration sends one wave of N.
+// It reports the peak Go heap (runtime/metrics, sampled every millisecond) and the peak
 // RSS of the process (VmHWM, reset before the wave), both above what they
 // were before it; the bodies themselves (N × 4 MiB, built before) are the
 // client's and count in neither.
@@ -44,7 +44,7 @@ func BenchmarkLargeAppends(b *testing.B) {
 	for _, shape := range []string{"4x1MB", "4000x1KB"} {
 		for _, n := range []int{6, 24} {
 			for _, budget := range []int64{-1, 0, 4 << 20} {
-				name := fmt.Sprintf("shape=%s/appends=%d/budget=%s", shape, n, map[int64]string{-1: "off", 0: "16MiB", 4 << 20: "4MiB"}[budget])
+				name := fmt.Sprintf("shape=%s/appends=%d/budget=%s", shape, n, map[int64]string{-1: "off", 0: "8MiB", 4 << 20: "4MiB"}[budget])
 				b.Run(name, func(b *testing.B) { benchLargeAppends(b, shape, n, budget) })
 			}
 		}

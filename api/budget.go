@@ -11,10 +11,11 @@ import (
 // order, so that a large body is not starved by a stream of small ones.
 //
 // Why: a body is held several times while it is handled (the bytes read,
-// the decoded events, their encoding for the store, the store's batch),
-// so that six 4 MiB appends at once took a server from 26 MB to over
-// 500 MB. Bounding the bytes in flight bounds that, whatever the number
-// of clients (docs/benchmarks.md, "Large bodies").
+// the JSON decoder's copy, the decoded events, their encoding for the
+// store, the run's state), so that 24 appends of 4 MiB at once took a
+// server from 24 MiB to 630 MiB. Bounding the bytes in flight bounds that
+// part, whatever the number of clients (345 MiB at the default:
+// docs/benchmarks.md, "Large bodies at once").
 type budget struct {
 	mu      sync.Mutex
 	size    int64

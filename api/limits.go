@@ -11,7 +11,7 @@ import (
 // server-wide cap on request bodies in flight. A principal's limits are
 // token buckets: a burst, refilled at a steady rate. The zero value limits
 // no principal (tether serve sets its flags' defaults) and caps bodies in
-// flight at 4 × Options.MaxBodyBytes.
+// flight at 2 × Options.MaxBodyBytes.
 type Limits struct {
 	// Threads bounds the threads and Durable Streams a principal creates
 	// (POST /v1/threads, PUT /v1/stream/{path}). Defaults to no limit.
@@ -37,7 +37,7 @@ type Limits struct {
 	// room up to BodyWait, then is refused (503 unavailable). A body counts
 	// by its Content-Length (by MaxBodyBytes without one) from when the
 	// request is let in until it is answered or becomes a stream.
-	// Defaults to 4 × Options.MaxBodyBytes; negative: no cap.
+	// Defaults to 2 × Options.MaxBodyBytes; negative: no cap.
 	BodyBytes int64
 	// BodyWait is how long a request waits for room under BodyBytes.
 	// Defaults to 5s.
@@ -51,7 +51,7 @@ type Limits struct {
 
 func (l *Limits) setDefaults(maxBody int64) {
 	if l.BodyBytes == 0 {
-		l.BodyBytes = 4 * maxBody
+		l.BodyBytes = 2 * maxBody
 	}
 	if l.BodyWait <= 0 {
 		l.BodyWait = 5 * time.Second

@@ -15,7 +15,7 @@ filter=${1:-}
 go test -c -o /tmp/tether-api-bench.test ./api
 for shape in 4x1MB 4000x1KB; do
 	for n in 6 24; do
-		for budget in off 16MiB 4MiB; do
+		for budget in off 8MiB 4MiB; do
 			c="shape=$shape/appends=$n/budget=$budget"
 			[[ -z $filter || $c == *$filter* ]] || continue
 			for _ in $(seq "$RUNS"); do
