@@ -20,9 +20,12 @@ const (
 	CodeLeaseLost    Code = "lease_lost"   // the worker's lease expired or was taken over
 	CodeGone         Code = "gone"         // the resource existed and was removed
 	CodeTooLarge     Code = "too_large"    // a size limit was exceeded
-	CodeRateLimited  Code = "rate_limited" // too many requests
-	CodeUnavailable  Code = "unavailable"  // the server is shutting down or not ready
-	CodeInternal     Code = "internal"     // a fault on the server; details are in its log
+	CodeRateLimited  Code = "rate_limited" // too many requests: retry after Retry-After
+	// CodeQuotaExceeded: a fixed quota (not a rate) is used up; waiting
+	// alone does not help.
+	CodeQuotaExceeded Code = "quota_exceeded"
+	CodeUnavailable   Code = "unavailable" // the server is shutting down or not ready
+	CodeInternal      Code = "internal"    // a fault on the server; details are in its log
 )
 
 // CodeTokenExpired is the 401 of a signed token (JWT) whose exp is past:
@@ -78,6 +81,7 @@ var (
 	ErrLeaseLost    = &Error{Code: CodeLeaseLost}
 	ErrGone         = &Error{Code: CodeGone}
 	ErrTooLarge     = &Error{Code: CodeTooLarge}
+	ErrRateLimited  = &Error{Code: CodeRateLimited}
 	ErrUnavailable  = &Error{Code: CodeUnavailable}
 )
 

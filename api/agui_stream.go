@@ -45,12 +45,11 @@ type aguiReq struct {
 // HttpAgent takes a clean close without RUN_FINISHED for success, and a
 // reset for the error it is. Clients join again (docs/ag-ui.md).
 func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, req aguiReq) {
-	done, ok := s.live()
+	done, ok := s.live(w, r)
 	if !ok {
 		if req.started != nil {
 			req.started.Close()
 		}
-		s.writeError(w, r, errShuttingDown)
 		return
 	}
 	sub := req.started

@@ -299,9 +299,8 @@ func (s *Server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
 // on their last frame (id:), the cursor to resume from.
 func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest,
 	start func(*engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error)) {
-	done, ok := s.live()
+	done, ok := s.live(w, r)
 	if !ok {
-		s.writeError(w, r, errShuttingDown)
 		return
 	}
 	defer done()

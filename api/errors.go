@@ -28,7 +28,7 @@ func statusOf(code tether.Code) int {
 		return http.StatusGone
 	case tether.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case tether.CodeRateLimited:
+	case tether.CodeRateLimited, tether.CodeQuotaExceeded:
 		return http.StatusTooManyRequests
 	case tether.CodeUnavailable:
 		return http.StatusServiceUnavailable

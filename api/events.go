@@ -95,6 +95,13 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 	if req.Cursor == "" {
 		req.Cursor = tether.OffsetStart
 	}
+	if wait > 0 {
+		release, ok := s.holdStream(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	ctx := r.Context()
 	sub, err := s.e.Subscribe(ctx, req)
 	if err != nil {

@@ -124,7 +124,7 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
-var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id",
+var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id", "Retry-After",
 	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq",
 	// Durable Streams (/v1/stream/).
 	"Stream-Next-Offset", "Stream-Cursor", "Stream-Up-To-Date", "Stream-Closed", "Stream-TTL",

@@ -67,6 +67,9 @@ type Options struct {
 	// MaxSubscriptions limits the subscriptions open at once on one
 	// WebSocket. Defaults to 256.
 	MaxSubscriptions int
+	// Limits are the rate limits of each principal and the cap on request
+	// bodies in flight (limits.go). The zero value limits no principal.
+	Limits Limits
 	// Streams, if set, serves the Durable Streams protocol at /v1/stream/
 	// (package api/durablestreams).
 	Streams *streams.Service
@@ -114,6 +117,7 @@ func (o *Options) setDefaults() {
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 256
 	}
+	o.Limits.setDefaults(o.MaxBodyBytes)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -133,6 +137,8 @@ type Server struct {
 	auth    *auth
 	cop     *http.CrossOriginProtection // nil: every origin is trusted
 	metrics *metrics
+	quotas  *quotas
+	budget  *budget // nil: bodies in flight are not capped
 
 	shutdown     chan struct{}
 	stopping     context.Context // done once shutdown starts
@@ -155,6 +161,11 @@ func New(e *engine.Engine, opts Options) *Server {
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
 	s.beat = newBeat(opts.Heartbeat, opts.MaxStreamLifetime, s.stopping.Done())
 	s.metrics = newMetrics(e)
+	s.quotas = newQuotas(opts.Limits, nil)
+	if opts.Limits.BodyBytes > 0 {
+		s.budget = newBudget(opts.Limits.BodyBytes)
+	}
+	s.metrics.reg.MustRegister(s.limitCollectors()...)
 	s.ready.Store(true)
 	return s
 }
@@ -250,6 +261,7 @@ func (s *Server) routes() []route {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
+		rt.h = s.limit(rt.pattern, rt.h)
 		h := s.guard(rt)
 		if !rt.quiet {
 			h = s.observe(rt.pattern, h)
@@ -276,17 +288,28 @@ func (s *Server) Shutdown() {
 }
 
 // live registers a long-lived response (an SSE stream, a WebSocket, a
-// long poll) that Shutdown waits for, and returns the function that ends
-// it. Once shutdown has started it refuses (ok is false), and the caller
-// answers 503 so that the client reconnects elsewhere.
-func (s *Server) live() (done func(), ok bool) {
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	if s.stopped() {
+// long poll) that Shutdown waits for, and counts it against its
+// principal's streams (holdStream); it returns the function that ends it.
+// It refuses (ok is false) once shutdown has started, answering 503 so
+// that the client reconnects elsewhere, and over the principal's limit,
+// answering 429.
+func (s *Server) live(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	release, ok := s.holdStream(w, r)
+	if !ok {
 		return nil, false
 	}
-	s.streams.Add(1)
-	return s.streams.Done, true
+	s.liveMu.Lock()
+	stopped := s.stopped()
+	if !stopped {
+		s.streams.Add(1)
+	}
+	s.liveMu.Unlock()
+	if stopped {
+		release()
+		s.writeError(w, r, errShuttingDown)
+		return nil, false
+	}
+	return func() { s.streams.Done(); release() }, true
 }
 
 // untilShutdown returns a context for a long poll: it ends after d, when

@@ -35,9 +35,8 @@ import (
 // idle stream then costs a goroutine and a few buffers, not two goroutines
 // and a response writer's. Other protocols (HTTP/2) keep net/http's path.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest) {
-	done, ok := s.live()
+	done, ok := s.live(w, r)
 	if !ok {
-		s.writeError(w, r, errShuttingDown)
 		return
 	}
 	st := &sseStream{s: s, reqID: requestID(r), done: done, exp: principalOf(r).Expires}

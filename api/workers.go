@@ -31,6 +31,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
+	if wait > 0 {
+		release, ok := s.holdStream(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	// The wait ends at its time or when the server starts stopping, but
 	// a claim being committed then is still answered: only the worker
 	// going away (the request's context) gives it up, and the engine then

@@ -63,9 +63,8 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// A worker token may follow only the runs it holds or held, as on SSE;
 	// a user's token only its threads (each subscribe is checked).
 	p := principalOf(r)
-	done, ok := s.live()
+	done, ok := s.live(w, r)
 	if !ok {
-		s.writeError(w, r, errShuttingDown)
 		return
 	}
 	defer done()

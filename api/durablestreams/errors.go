@@ -109,7 +109,3 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	_, _ = w.Write(body)
 	return status
 }
-
-// errShuttingDown answers reads that would wait while the server shuts
-// down: the client retries, elsewhere or after the restart.
-var errShuttingDown = errorf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")

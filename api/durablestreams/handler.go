@@ -46,9 +46,11 @@ type Options struct {
 	Stopping context.Context
 	// Live, if set, is called when a long poll or SSE response starts; the
 	// function it returns is called when it ends (so a server can wait for
-	// them at shutdown). When it refuses (ok false, the server is shutting
-	// down) the request is answered 503.
-	Live func() (done func(), ok bool)
+	// them at shutdown, and count a principal's streams). When it refuses
+	// (ok false: the server is shutting down, or the principal holds too
+	// many streams) it has answered the request itself. Defaults to a
+	// function that never refuses.
+	Live func(w http.ResponseWriter, r *http.Request) (done func(), ok bool)
 	// Expires, if set, returns when the credentials of a request expire
 	// (the zero time: never). A long poll never waits past it; an SSE
 	// response ends there with a reconnect event whose reason is
@@ -80,7 +82,7 @@ func (o *Options) setDefaults() {
 		o.Stopping = context.Background()
 	}
 	if o.Live == nil {
-		o.Live = func() (func(), bool) { return func() {}, true }
+		o.Live = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -252,9 +252,8 @@ func match(header, etag string) bool {
 // offset, else the first data appended within the long-poll timeout, else
 // 204.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
-	done, ok := h.opts.Live()
+	done, ok := h.opts.Live(w, r)
 	if !ok {
-		h.fail(w, r, errShuttingDown)
 		return
 	}
 	defer done()

@@ -33,9 +33,8 @@ type sseWriter struct {
 // each data event followed by a control event with the offset after it.
 // Binary streams are sent in base64 (Stream-SSE-Data-Encoding: base64).
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq readQuery) {
-	done, ok := h.opts.Live()
+	done, ok := h.opts.Live(w, r)
 	if !ok {
-		h.fail(w, r, errShuttingDown)
 		return
 	}
 	defer done()

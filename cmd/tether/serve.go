@@ -49,6 +49,7 @@ type serveConfig struct {
 	loopbackWebhooks                                                                 bool
 	aguiAgents                                                                       []string
 	tokens                                                                           tokenFlags
+	limits                                                                           api.Limits
 }
 
 func serveCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -82,6 +83,12 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	maxWSSubs := fs.Int("max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", 256, "most subscriptions on one WebSocket")
 	runConcurrency := fs.Int("run-concurrency", "TETHER_RUN_CONCURRENCY", runner.DefaultConcurrency, "most in-process runs (demo, openai, --ag-ui-agent) executing at once on this node; later ones stay pending, in line, until one ends")
 	memLimit := fs.String("memory-limit", "TETHER_MEMORY_LIMIT", "", "soft limit of the Go runtime's memory, e.g. 512MiB or 2GiB: above it the server collects garbage harder and returns freed memory at once (default: none, or $GOMEMLIMIT)")
+	limitThreads := fs.String("limit-threads", "TETHER_LIMIT_THREADS", "100/s", "threads (and Durable Streams) each key may create: N/s, N/m or N/h (up to N at once, N more each second, minute or hour), 0 for no limit; over it, 429 rate_limited with Retry-After. Without keys, per client address, and none for clients on loopback")
+	limitRuns := fs.String("limit-runs", "TETHER_LIMIT_RUNS", "100/s", "runs each key may start (every surface): N/s, N/m or N/h, 0 for no limit")
+	limitAppends := fs.String("limit-appends", "TETHER_LIMIT_APPENDS", "1000/s", "append requests each key may send (workers' events, Durable Streams data): N/s, N/m or N/h, 0 for no limit")
+	limitAppendBytes := fs.String("limit-append-bytes", "TETHER_LIMIT_APPEND_BYTES", "64MiB/s", "bytes of append bodies each key may send: N/s, N/m or N/h with N in bytes or KiB, MiB, GiB, 0 for no limit; at least --max-body at once")
+	limitStreams := fs.Int("limit-streams", "TETHER_LIMIT_STREAMS", 1000, "streams (SSE, WebSocket) and long polls each key may hold open at once, 0 for no limit")
+	maxBodyInFlight := fs.Int("max-body-in-flight", "TETHER_MAX_BODY_IN_FLIGHT", 0, "request-body bytes handled at once, over every client (0: 2 x --max-body, -1: no cap); a request that does not fit waits up to 5s, then gets 503 unavailable with Retry-After")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -119,6 +126,24 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	if c.runConcurrency < 1 {
 		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
 	}
+	for _, l := range []struct {
+		flag, val string
+		to        *api.Rate
+	}{{"limit-threads", *limitThreads, &c.limits.Threads}, {"limit-runs", *limitRuns, &c.limits.Runs},
+		{"limit-appends", *limitAppends, &c.limits.Appends}, {"limit-append-bytes", *limitAppendBytes, &c.limits.AppendBytes}} {
+		r, err := api.ParseRate(l.val)
+		if err != nil {
+			fmt.Fprintf(stderr, "tether serve: --%s: %v\n", l.flag, err)
+			return errUsage
+		}
+		*l.to = r
+	}
+	if *limitStreams < 0 {
+		fmt.Fprintf(stderr, "tether serve: --limit-streams must not be negative\n")
+		return errUsage
+	}
+	c.limits.Streams = *limitStreams
+	c.limits.BodyBytes = int64(*maxBodyInFlight)
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
 	c.tokens.publicKeys = pubKeys.items
@@ -241,6 +266,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		// through its visitor's browser (docs/operations.md, "Security").
 		LoopbackHosts: !authOn && isLoopback(ln.Addr()), AllowedHosts: splitList(c.allowedHosts),
 		MaxStreamLifetime: c.lifetime, WriteTimeout: c.writeTimeout, MaxBodyBytes: int64(c.maxBody), MaxSubscriptions: c.maxWSSubs,
+		Limits:  c.limits,
 		Streams: ds, Wake: wk, LongPollTimeout: c.longPollTimeout, PublicURL: public,
 		Web: app.FS(), Logger: log,
 	})

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestParseRate(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		per   float64
+		burst int
+	}{
+		{"", 0, 0}, {"0", 0, 0}, {"0/s", 0, 0},
+		{"10/s", 10, 10}, {"600/m", 10, 600}, {"3600/h", 1, 3600},
+		{"64KiB/s", 64 << 10, 64 << 10}, {"1MiB/m", float64(1<<20) / 60, 1 << 20},
+	} {
+		r, err := ParseRate(c.in)
+		if err != nil || r.PerSecond != c.per || r.Burst != c.burst {
+			t.Errorf("ParseRate(%q) = %+v, %v; want %v/s burst %d", c.in, r, err, c.per, c.burst)
+		}
+	}
+	for _, in := range []string{"10", "10/d", "x/s", "-1/s", "1.5/s", "10KB/s", "99999999999GiB/s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q): no error", in)
+		}
+	}
+}
+
+func TestQuotaKey(t *testing.T) {
+	for _, c := range []struct{ remote, want string }{
+		{"127.0.0.1:5000", ""},
+		{"[::1]:5000", ""},
+		{"[::ffff:127.0.0.1]:5000", ""},
+		{"192.0.2.7:5000", "ip:192.0.2.7"},
+		{"[::ffff:192.0.2.7]:5000", "ip:192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:5000", "ip:2001:db8:1:2::/64"},
+		{"garbage", ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.remote
+		if got := quotaKey(r); got != c.want {
+			t.Errorf("quotaKey from %s = %q, want %q", c.remote, got, c.want)
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "127.0.0.1:5000"
+	if got := quotaKey(withPrincipal(r, keyPrincipal(Key{id: "k_abc"}))); got != "key:k_abc" {
+		t.Errorf("quotaKey with a key = %q", got)
+	}
+	if got := quotaKey(withPrincipal(r, Principal{ID: "sub:alice", JWT: true, Sub: "alice"})); got != "sub:alice" {
+		t.Errorf("quotaKey with a signed token = %q", got)
+	}
+}
+
+// Principals whose buckets have filled up again and that hold no stream
+// are dropped; past MaxPrincipals new ones share one set of counters, so
+// that the limiter's memory is bounded whatever the number of clients.
+func TestQuotasBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	lim := Limits{Threads: Rate{PerSecond: 1, Burst: 2}, MaxPrincipals: 3}
+	q := newQuotas(lim, func() time.Time { return now })
+	use := func(key string) time.Duration {
+		_, d := q.take(q.get(key).threads, 1)
+		return d
+	}
+	use("a")
+	use("b")
+	closeStream, ok := q.openStream("c")
+	if !ok {
+		t.Fatal("openStream refused")
+	}
+	if q.size() != 3 {
+		t.Fatalf("%d principals, want 3", q.size())
+	}
+	// Full: d shares the overflow counters with e.
+	use("d")
+	use("d")
+	if d := use("e"); d == 0 {
+		t.Fatal("past MaxPrincipals, a new principal got counters of its own")
+	}
+	// A second on, a and b (and the overflow) are full again; c holds a
+	// stream.
+	now = now.Add(2 * time.Second)
+	if d := use("f"); d != 0 {
+		t.Fatalf("f refused (%s) after idle principals could be dropped", d)
+	}
+	if q.size() != 2 { // c, f
+		t.Fatalf("%d principals after the sweep, want 2", q.size())
+	}
+	closeStream()
+	closeStream() // twice is once
+	now = now.Add(2 * sweepEvery)
+	q.get("g")
+	if q.size() != 1 { // g
+		t.Fatalf("%d principals after a periodic sweep, want 1", q.size())
+	}
+}
+
+// The budget serves waiters in order and never hands out more than its
+// size; a body larger than the whole budget passes alone.
+func TestBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBudget(10)
+		ctx := context.Background()
+		r1, _ := b.acquire(ctx, 6)
+		got := make(chan int, 3)
+		go func() {
+			r, _ := b.acquire(ctx, 8)
+			got <- 8
+			r()
+		}()
+		synctest.Wait()
+		go func() {
+			r, _ := b.acquire(ctx, 3) // fits now, but waits behind 8
+			got <- 3
+			r()
+		}()
+		synctest.Wait()
+		if len(got) != 0 {
+			t.Fatal("a waiter was served while the budget was short or another waited before it")
+		}
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := b.acquire(tctx, 1); err == nil {
+			t.Fatal("acquire that timed out while others wait: no error")
+		}
+		r1()
+		r1() // twice is once
+		if first, second := <-got, <-got; first != 8 || second != 3 {
+			t.Fatalf("served %d then %d, want 8 then 3", first, second)
+		}
+		big, err := b.acquire(ctx, 100)
+		if err != nil || b.inUse() != 10 {
+			t.Fatalf("a body over the budget: %v, %d in use", err, b.inUse())
+		}
+		big()
+		if b.inUse() != 0 {
+			t.Fatalf("%d in use after every release", b.inUse())
+		}
+	})
+}
