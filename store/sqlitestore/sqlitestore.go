@@ -92,6 +92,12 @@ type Store struct {
 
 	lock *os.File // keeps other processes out; see lockFile
 
+	// txs counts the writer's transactions, committed or not (tests).
+	txs atomic.Int64
+	// commitFault, if set (tests only), is called before each COMMIT; an
+	// error it returns fails the transaction as a failed COMMIT would.
+	commitFault func() error
+
 	// Owned by the writer goroutine.
 	lastID  int64 // the highest event id ever assigned
 	threads map[string]*threadState
