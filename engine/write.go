@@ -260,9 +260,13 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	}
 
 	// Rows: every run whose status or lease changed.
-	seen := make(map[string]bool)
+	changed := p.tx.Changed()
+	var seen map[string]bool
+	if len(changed)+len(p.leases) > 0 {
+		seen = make(map[string]bool)
+	}
 	var ids []string
-	for _, r := range p.tx.Changed() {
+	for _, r := range changed {
 		if !seen[r.ID] {
 			seen[r.ID] = true
 			ids = append(ids, r.ID)
@@ -378,34 +382,13 @@ func (e *Engine) flush(t *thread) {
 			return
 		}
 		b := &store.Batch{ThreadID: t.id, Version: t.committed}
-		byID := make(map[string]int)
-		byKey := make(map[string]int)
-		for _, pd := range batch {
-			b.Events = append(b.Events, pd.events...)
-			b.Encoded = append(b.Encoded, pd.encoded...)
-			for _, p := range pd.producers {
-				if i, ok := byKey[p.Key]; ok {
-					b.Producers[i] = p
-				} else {
-					byKey[p.Key] = len(b.Producers)
-					b.Producers = append(b.Producers, p)
-				}
-			}
-			for _, c := range pd.checks {
-				// A run an earlier plan of the batch writes was checked
-				// on top of that write.
-				if _, ok := byID[c.RunID]; !ok {
-					b.Leases = append(b.Leases, c)
-				}
-			}
-			for _, r := range pd.runs {
-				if i, ok := byID[r.Run.ID]; ok {
-					b.Runs[i] = r
-				} else {
-					byID[r.Run.ID] = len(b.Runs)
-					b.Runs = append(b.Runs, r)
-				}
-			}
+		if len(batch) == 1 {
+			// The usual case of one producer per thread: the batch is
+			// the plan's, which the store only reads.
+			pd := batch[0]
+			b.Events, b.Encoded, b.Producers, b.Leases, b.Runs = pd.events, pd.encoded, pd.producers, pd.checks, pd.runs
+		} else {
+			combine(b, batch)
 		}
 		if len(b.Events) > 0 {
 			row := t.row
@@ -477,6 +460,39 @@ func (e *Engine) flush(t *thread) {
 				before = recs[n-1].Offset
 			}
 			i += n
+		}
+	}
+}
+
+// combine puts the plans of batch, in order, into b.
+func combine(b *store.Batch, batch []*pending) {
+	byID := make(map[string]int)
+	byKey := make(map[string]int)
+	for _, pd := range batch {
+		b.Events = append(b.Events, pd.events...)
+		b.Encoded = append(b.Encoded, pd.encoded...)
+		for _, p := range pd.producers {
+			if i, ok := byKey[p.Key]; ok {
+				b.Producers[i] = p
+			} else {
+				byKey[p.Key] = len(b.Producers)
+				b.Producers = append(b.Producers, p)
+			}
+		}
+		for _, c := range pd.checks {
+			// A run an earlier plan of the batch writes was checked
+			// on top of that write.
+			if _, ok := byID[c.RunID]; !ok {
+				b.Leases = append(b.Leases, c)
+			}
+		}
+		for _, r := range pd.runs {
+			if i, ok := byID[r.Run.ID]; ok {
+				b.Runs[i] = r
+			} else {
+				byID[r.Run.ID] = len(b.Runs)
+				b.Runs = append(b.Runs, r)
+			}
 		}
 	}
 }
