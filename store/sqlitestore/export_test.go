@@ -20,6 +20,7 @@ func Queued(s *Store) int {
 	return len(s.queue)
 }
 
-// SetCommitFault makes every transaction call fault before its COMMIT and
-// fail with the error it returns. Set it while no transaction runs.
+// SetCommitFault makes every transaction call fault at its end, before the
+// group's events are inserted and the COMMIT, and fail with the error it
+// returns. Set it while no transaction runs.
 func SetCommitFault(s *Store, fault func() error) { s.commitFault = fault }

@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"runtime"
@@ -29,17 +30,19 @@ type groupCommit struct {
 type stalledGroup struct {
 	t       *testing.T
 	s       *sqlitestore.Store
+	path    string
 	release chan struct{}
 	stalled chan error
 	queued  int
 }
 
 func newStalledGroup(t *testing.T) *stalledGroup {
-	s := open(t, filepath.Join(t.TempDir(), "tether.db"), sqlitestore.Options{})
+	path := filepath.Join(t.TempDir(), "tether.db")
+	s := open(t, path, sqlitestore.Options{})
 	for _, id := range []string{"a", "b", "c"} {
 		commitOne(t, s, id, true, 0)
 	}
-	g := &stalledGroup{t: t, s: s, release: make(chan struct{}), stalled: make(chan error, 1)}
+	g := &stalledGroup{t: t, s: s, path: path, release: make(chan struct{}), stalled: make(chan error, 1)}
 	entered := make(chan struct{})
 	s.SetNotify(func(c *store.Committed) {
 		if c.ThreadID == "stall" {
@@ -170,5 +173,105 @@ func TestGroupCommitConflictAlone(t *testing.T) {
 		if err != nil || len(recs) != want {
 			t.Fatalf("log of %s: %d records, want %d (%v)", id, len(recs), want, err)
 		}
+	}
+}
+
+// queueDone queues an arbitrary call to the store as queue does a batch.
+func (g *stalledGroup) queueDone(call func() error) <-chan groupCommit {
+	done := make(chan groupCommit, 1)
+	go func() { done <- groupCommit{err: call()} }()
+	g.queued++
+	for sqlitestore.Queued(g.s) < g.queued {
+		runtime.Gosched()
+	}
+	return done
+}
+
+// eventRows counts the rows of the events table, whatever their thread.
+func eventRows(t *testing.T, g *stalledGroup) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+g.path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGroupCommitDeleteAfterAppend deletes a thread in the group that
+// appends to it: the deletion takes the appended event too (the events of a
+// group are inserted together, but before anything that deletes events).
+func TestGroupCommitDeleteAfterAppend(t *testing.T) {
+	g := newStalledGroup(t)
+	rows := eventRows(t, g)
+	ca := g.queue("a", 1)
+	cb := g.queue("b", 1)
+	cd := g.queueDone(func() error { return g.s.DeleteThread(context.Background(), "a") })
+	got, txs := g.run(ca, cb, cd)
+	if txs != 1 {
+		t.Fatalf("the group took %d transactions, want 1", txs)
+	}
+	for i, c := range got {
+		if c.err != nil {
+			t.Fatalf("call %d: %v", i, c.err)
+		}
+	}
+	// a's two events went with it; b gained one.
+	if n := eventRows(t, g); n != rows-1+1 {
+		t.Fatalf("%d event rows after the group, want %d", n, rows)
+	}
+	if _, err := g.s.Thread(context.Background(), "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted thread: %v", err)
+	}
+}
+
+// TestGroupCommitSavepointKeepsOthers puts a batch whose run is refused
+// (its idempotency key is another run's) between two batches of other
+// threads: the refused batch is rolled back alone, and the events of the
+// batches before and after it are committed.
+func TestGroupCommitSavepointKeepsOthers(t *testing.T) {
+	g := newStalledGroup(t)
+	ctx := context.Background()
+	run := func(id string) *store.RunRecord {
+		return &store.RunRecord{Run: tether.Run{ID: id, ThreadID: "b", Status: tether.RunPending}, IdempotencyKey: "k", Multitask: tether.MultitaskEnqueue}
+	}
+	ca := g.queue("a", 1)
+	ev := &tether.Event{Type: tether.EventCustom, TS: tether.Now()}
+	enc, _ := ev.Encode()
+	cb := g.queueDone(func() error {
+		_, err := g.s.Commit(ctx, &store.Batch{ThreadID: "b", Version: 1, Events: []*tether.Event{ev}, Encoded: [][]byte{enc},
+			Runs: []*store.RunRecord{run("r1")}})
+		return err
+	})
+	cb2 := g.queueDone(func() error {
+		ev := &tether.Event{Type: tether.EventCustom, TS: tether.Now()}
+		enc, _ := ev.Encode()
+		_, err := g.s.Commit(ctx, &store.Batch{ThreadID: "b", Version: 2, Events: []*tether.Event{ev}, Encoded: [][]byte{enc},
+			Runs: []*store.RunRecord{run("r2")}})
+		return err
+	})
+	cc := g.queue("c", 1)
+	got, txs := g.run(ca, cb, cb2, cc)
+	if txs != 1 {
+		t.Fatalf("the group took %d transactions, want 1", txs)
+	}
+	if got[0].err != nil || got[1].err != nil || got[3].err != nil {
+		t.Fatalf("a: %v, b with r1: %v, c: %v", got[0].err, got[1].err, got[3].err)
+	}
+	if !errors.Is(got[2].err, store.ErrExists) {
+		t.Fatalf("b with r2, whose key is r1's: %v, want ErrExists", got[2].err)
+	}
+	for id, want := range map[string]int{"a": 2, "b": 2, "c": 2} {
+		recs, err := g.s.ReadEvents(ctx, id, tether.OffsetStart, 10)
+		if err != nil || len(recs) != want {
+			t.Fatalf("log of %s: %d records, want %d (%v)", id, len(recs), want, err)
+		}
+	}
+	if _, err := g.s.Run(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("refused run r2: %v", err)
 	}
 }

@@ -94,8 +94,9 @@ type Store struct {
 
 	// txs counts the writer's transactions, committed or not (tests).
 	txs atomic.Int64
-	// commitFault, if set (tests only), is called before each COMMIT; an
-	// error it returns fails the transaction as a failed COMMIT would.
+	// commitFault, if set (tests only), is called at the end of each
+	// transaction, before the group's events are inserted; an error it
+	// returns fails the transaction as a failed INSERT or COMMIT would.
 	commitFault func() error
 
 	// Owned by the writer goroutine.

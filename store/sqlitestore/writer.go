@@ -205,6 +205,9 @@ func (s *Store) transact(reqs []*request) (err error) {
 			}
 			// The cache may hold the state of batches that are gone.
 			clear(s.threads)
+			// And rows deferred but not inserted belong to them.
+			clear(s.args)
+			s.args = s.args[:0]
 		}
 	}()
 	for _, r := range reqs {
@@ -213,6 +216,14 @@ func (s *Store) transact(reqs []*request) (err error) {
 		}
 		if r.err = r.check(s, r); r.err != nil {
 			continue
+		}
+		if r.b == nil || r.savepoint {
+			// A deletion must find the events it deletes; and a
+			// rollback to a savepoint must not take out the events
+			// of the batches before it.
+			if err := s.insertDeferred(); err != nil {
+				return err
+			}
 		}
 		if !r.savepoint {
 			if err := r.write(s, r); err != nil {
@@ -237,6 +248,9 @@ func (s *Store) transact(reqs []*request) (err error) {
 		if err := s.commitFault(); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+	}
+	if err := s.insertDeferred(); err != nil {
+		return err
 	}
 	if _, err := s.w.commit.Exec(); err != nil {
 		return fmt.Errorf("commit: %w", err)
