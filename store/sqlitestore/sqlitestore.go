@@ -71,6 +71,9 @@ type Store struct {
 	cond    sync.Cond
 	queue   []*request
 	closing bool
+	// recentGroup is the largest number of requests of a recent
+	// transaction, decaying (see gather).
+	recentGroup int
 
 	writerDone chan struct{}
 	closeOnce  sync.Once
