@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -369,6 +370,9 @@ func (e *Engine) flush(t *thread) {
 	maxTake := 0 // plans per batch, once the store refused a batch as too large; 0: all
 	for {
 		t.wmu.Lock()
+		if t.recentPlans > 1 {
+			gather(t)
+		}
 		batch := t.queue
 		t.queue = nil
 		if maxTake > 0 && len(batch) > maxTake {
@@ -381,6 +385,7 @@ func (e *Engine) flush(t *thread) {
 			t.wmu.Unlock()
 			return
 		}
+		t.recentPlans = max(len(batch), t.recentPlans-(t.recentPlans+7)/8)
 		b := &store.Batch{ThreadID: t.id, Version: t.committed}
 		if len(batch) == 1 {
 			// The usual case of one producer per thread: the batch is
@@ -460,6 +465,31 @@ func (e *Engine) flush(t *thread) {
 				before = recs[n-1].Offset
 			}
 			i += n
+		}
+	}
+}
+
+// maxGatherYields bounds how long gather holds a batch back: each yield
+// lets every goroutine that is ready to run do so once.
+const maxGatherYields = 16
+
+// gather yields the processor, with t.wmu released, as long as plans keep
+// arriving in t's queue, so that the next batch takes them too. flush calls
+// it when recent batches combined several plans (many appenders on one
+// thread): the requests being handled at that moment then share the next
+// commit instead of each waiting for one of their own (one thread, 16
+// appends of one event in flight: server CPU per event 65.5 → 44.9 µs). A
+// thread whose batches hold one plan (a lone producer, whose next append
+// waits for this one) never waits here. t.wmu must be held; it is held
+// again on return.
+func gather(t *thread) {
+	for range maxGatherYields {
+		n := len(t.queue)
+		t.wmu.Unlock()
+		runtime.Gosched()
+		t.wmu.Lock()
+		if len(t.queue) == n {
+			return
 		}
 	}
 }
