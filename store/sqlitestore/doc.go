@@ -16,11 +16,10 @@
 // waits; the writer takes every batch queued meanwhile (up to
 // Options.MaxBatchEvents events) into one transaction: each batch is
 // checked against its thread (Create, Version), written, and the whole
-// group is committed at once, so one fsync serves them all. Before it
-// takes a group the writer yields the processor for as long as batches
-// keep arriving, so that callers about to queue theirs join it; on an idle
-// machine the first yield finds nothing more and costs a lone caller
-// nothing. The events of the group go in with one INSERT at its end
+// group is committed at once, so one fsync serves them all. When recent
+// groups held more than one batch, the writer first yields the processor
+// for as long as batches keep arriving, so that callers about to queue
+// theirs join the group; a lone caller is not held back. The events of the group go in with one INSERT at its end
 // (before a deletion or a savepoint, which must see them). A batch that
 // fails (a taken idempotency key) is rolled back to its savepoint without
 // affecting the others; a fault fails the whole group, and none of it is
