@@ -294,7 +294,7 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Hold
 	var inFlight *pending
 	o, err := e.update(ctx, t, func(p *planner) error {
 		inFlight = nil
-		r, ok := p.run(runID)
+		r, ok := p.tx.PeekRun(runID)
 		if !ok {
 			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
 		}
@@ -350,7 +350,7 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Hold
 			p.setLease(runID, renewed)
 			l = renewed
 		}
-		r, _ = p.run(runID)
+		r, _ = p.tx.PeekRun(runID)
 		res.LeaseExpiresAt = tether.At(l.ExpiresAt)
 		res.CancelRequested = !r.CancelRequestedAt.IsZero()
 		return nil

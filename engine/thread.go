@@ -51,6 +51,9 @@ type thread struct {
 	idemPending map[string]*pending
 	queue       []*pending
 	flushing    bool
+	// recentPlans is the largest number of plans of a recent batch,
+	// decaying by an eighth per batch (see gather).
+	recentPlans int
 	broken      bool // a commit failed: this entry must not be used again
 	deleted     bool
 

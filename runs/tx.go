@@ -152,6 +152,18 @@ func (tx *Tx) Run(id string) (tether.Run, bool) {
 	return copyRun(&r.run), true
 }
 
+// PeekRun returns a run as the Tx sees it without copying it, for a
+// caller that only reads a few fields on a hot path (Run clones the run's
+// input messages). The run is shared: never modify it, and do not keep it
+// past the next change the Tx makes.
+func (tx *Tx) PeekRun(id string) (*tether.Run, bool) {
+	r := tx.run(id)
+	if r == nil {
+		return nil, false
+	}
+	return &r.run, true
+}
+
 // Message returns what the Tx knows of a message.
 func (tx *Tx) Message(id string) (MessageInfo, bool) {
 	s := tx.msg(id)

@@ -218,8 +218,14 @@ func (s *Store) writeCommit(r *request) error {
 		}
 	}
 
-	if err := s.insertEvents(b.Events, r.data, first, pk); err != nil {
-		return err
+	if r.savepoint {
+		// Its events must go in before its savepoint is released, so
+		// that a rollback to it takes them out too.
+		if err := s.insertEvents(b.Events, r.data, first, pk); err != nil {
+			return err
+		}
+	} else {
+		s.deferEvents(b.Events, r.data, first, pk)
 	}
 
 	// Written: only now may the writer's state move on.
@@ -237,30 +243,48 @@ func (s *Store) writeCommit(r *request) error {
 	return nil
 }
 
-// insertEvents inserts events with ids from first on, up to
-// maxRowsPerInsert per statement: one statement per batch rather than one
-// per event saves the per-statement work of the writer.
-func (s *Store) insertEvents(evs []*tether.Event, data [][]byte, first, pk int64) error {
+// deferEvents adds the rows of events with ids from first on to those the
+// writer inserts together (insertDeferred) before the transaction commits
+// or anything else reads or deletes events. With one event per batch, one
+// INSERT per group instead of one per batch saves the per-statement work
+// of the writer (binding, executing, resetting, database/sql's own) on all
+// but one of the batches.
+func (s *Store) deferEvents(evs []*tether.Event, data [][]byte, first, pk int64) {
 	epoch := int64(s.epoch)
-	for start := 0; start < len(evs); start += maxRowsPerInsert {
-		end := min(start+maxRowsPerInsert, len(evs))
-		st, err := s.insertStmt(end - start)
+	for i, e := range evs {
+		s.args = append(s.args, first+int64(i), pk, epoch, e.Type, e.RunID, e.MessageID, data[i])
+	}
+}
+
+// insertDeferred inserts the rows deferEvents added, up to
+// maxRowsPerInsert per statement.
+func (s *Store) insertDeferred() error {
+	all, args := s.args, s.args
+	defer func() {
+		clear(all) // keep no event alive
+		s.args = all[:0]
+	}()
+	for len(args) > 0 {
+		n := min(len(args)/eventColumns, maxRowsPerInsert)
+		st, err := s.insertStmt(n)
 		if err != nil {
 			return err
 		}
-		args := s.args[:0]
-		for i := start; i < end; i++ {
-			e := evs[i]
-			args = append(args, first+int64(i), pk, epoch, e.Type, e.RunID, e.MessageID, data[i])
-		}
-		_, err = st.Exec(args...)
-		clear(args) // keep no event alive
-		s.args = args
-		if err != nil {
+		if _, err := st.Exec(args[:n*eventColumns]...); err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
+		args = args[n*eventColumns:]
 	}
 	return nil
+}
+
+// insertEvents inserts events with ids from first on at once.
+func (s *Store) insertEvents(evs []*tether.Event, data [][]byte, first, pk int64) error {
+	if err := s.insertDeferred(); err != nil {
+		return err
+	}
+	s.deferEvents(evs, data, first, pk)
+	return s.insertDeferred()
 }
 
 // insertStmt returns the statement that inserts n events, preparing it on

@@ -16,10 +16,15 @@
 // waits; the writer takes every batch queued meanwhile (up to
 // Options.MaxBatchEvents events) into one transaction: each batch is
 // checked against its thread (Create, Version), written, and the whole
-// group is committed at once, so one fsync serves them all. A batch that
+// group is committed at once, so one fsync serves them all. When recent
+// groups held more than one batch, the writer first yields the processor
+// for as long as batches keep arriving, so that callers about to queue
+// theirs join the group; a lone caller is not held back. The events of the group go in with one INSERT at its end
+// (before a deletion or a savepoint, which must see them). A batch that
 // fails (a taken idempotency key) is rolled back to its savepoint without
-// affecting the others. Once committed, the batches are reported in order
-// to the notify function and only then do their Commit calls return.
+// affecting the others; a fault fails the whole group, and none of it is
+// written. Once committed, the batches are reported in order to the
+// notify function and only then do their Commit calls return.
 //
 // Offsets are tether.FormatOffset(epoch, id): id is the event's row id,
 // never reused (AUTOINCREMENT), and the epoch is bumped at every Open, to at

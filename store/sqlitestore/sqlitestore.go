@@ -71,6 +71,9 @@ type Store struct {
 	cond    sync.Cond
 	queue   []*request
 	closing bool
+	// recentGroup is the largest number of requests of a recent
+	// transaction, decaying (see gather).
+	recentGroup int
 
 	writerDone chan struct{}
 	closeOnce  sync.Once
@@ -91,6 +94,13 @@ type Store struct {
 	ckptDone        chan struct{}
 
 	lock *os.File // keeps other processes out; see lockFile
+
+	// txs counts the writer's transactions, committed or not (tests).
+	txs atomic.Int64
+	// commitFault, if set (tests only), is called at the end of each
+	// transaction, before the group's events are inserted; an error it
+	// returns fails the transaction as a failed INSERT or COMMIT would.
+	commitFault func() error
 
 	// Owned by the writer goroutine.
 	lastID  int64 // the highest event id ever assigned

@@ -71,9 +71,12 @@ func (w *writerStmts) close() {
 	}
 }
 
-// maxRowsPerInsert caps the events of one INSERT statement (7 parameters
-// each, far below SQLite's limit of 32766).
+// maxRowsPerInsert caps the events of one INSERT statement (eventColumns
+// parameters each, far below SQLite's limit of 32766).
 const maxRowsPerInsert = 64
+
+// eventColumns are the parameters of one event's row in sqlInsertEvents.
+const eventColumns = 7
 
 // readerStmts are prepared on the reader pool; database/sql prepares each
 // on a pooled connection the first time it runs there.

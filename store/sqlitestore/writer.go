@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	tether "github.com/tetherhq/tether"
@@ -82,7 +83,9 @@ func (s *Store) do(r *request) error {
 
 // writeLoop is the one goroutine that writes. Requests queue up while it
 // commits, and it takes them all (up to MaxBatchEvents) into the next
-// transaction: the more callers wait, the more one fsync serves.
+// transaction: the more callers wait, the more one fsync serves. Before it
+// takes them it lets the goroutines that are about to queue theirs do so
+// (see gather).
 func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	var reqs []*request
@@ -111,6 +114,9 @@ func (s *Store) take(dst []*request) []*request {
 			}
 			s.cond.Wait()
 		}
+		if len(s.queue) > 1 || s.recentGroup > 1 {
+			s.gather()
+		}
 		weight, n := 0, 0
 		for ; n < len(s.queue); n++ {
 			r := s.queue[n]
@@ -126,7 +132,47 @@ func (s *Store) take(dst []*request) []*request {
 		clear(s.queue[rest:])
 		s.queue = s.queue[:rest]
 		if len(dst) > 0 {
+			// A running maximum that decays by an eighth per group.
+			s.recentGroup = max(len(dst), s.recentGroup-(s.recentGroup+7)/8)
 			return dst
+		}
+	}
+}
+
+// maxGatherYields bounds how long gather holds a transaction back: each
+// yield lets every goroutine that is ready to run do so once.
+const maxGatherYields = 16
+
+// gather yields the processor, with s.mu released, as long as requests keep
+// arriving, so that the next transaction takes them too. A transaction
+// costs far more than a batch in it (BEGIN, COMMIT and the WAL frames of
+// the pages it changed: about 35 µs against 5 µs for a batch of one event),
+// and when the machine is busy the goroutines that are about to queue a
+// batch (HTTP handlers between their request and their commit) are ready
+// to run but waiting for a processor: without the yields the writer, woken
+// by the first of them, took 1.7 to 2.3 requests per transaction from 50
+// producers appending one event each; with them, 16 to 18. On an idle
+// machine nothing else is ready, the first yield returns at once and the
+// queue has not grown, so a lone caller waits no longer than before.
+//
+// The writer gathers only when more than one request waits or a recent
+// group had more than one (recentGroup: the largest recent group, which
+// decays by an eighth per group, so that one group that found nothing
+// more does not stop the gathering): a lone producer (one thread fanned
+// out to many subscribers) would otherwise wait, at each commit, for the
+// ready stream goroutines to run first, for nothing. s.mu must be held;
+// it is held again on return.
+func (s *Store) gather() {
+	for range maxGatherYields {
+		n := len(s.queue)
+		if s.closing || n >= s.opts.MaxBatchEvents {
+			return
+		}
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+		if len(s.queue) == n {
+			return
 		}
 	}
 }
@@ -157,6 +203,7 @@ func (s *Store) process(reqs []*request) {
 // its write alone gets its error in r.err. The error returned means the
 // transaction as a whole failed: nothing was committed.
 func (s *Store) transact(reqs []*request) (err error) {
+	s.txs.Add(1)
 	if _, err := s.w.begin.Exec(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -169,6 +216,9 @@ func (s *Store) transact(reqs []*request) (err error) {
 			}
 			// The cache may hold the state of batches that are gone.
 			clear(s.threads)
+			// And rows deferred but not inserted belong to them.
+			clear(s.args)
+			s.args = s.args[:0]
 		}
 	}()
 	for _, r := range reqs {
@@ -177,6 +227,14 @@ func (s *Store) transact(reqs []*request) (err error) {
 		}
 		if r.err = r.check(s, r); r.err != nil {
 			continue
+		}
+		if r.b == nil || r.savepoint {
+			// A deletion must find the events it deletes; and a
+			// rollback to a savepoint must not take out the events
+			// of the batches before it.
+			if err := s.insertDeferred(); err != nil {
+				return err
+			}
 		}
 		if !r.savepoint {
 			if err := r.write(s, r); err != nil {
@@ -196,6 +254,14 @@ func (s *Store) transact(reqs []*request) (err error) {
 		if _, err := s.w.release.Exec(); err != nil {
 			return fmt.Errorf("release batch: %w", err)
 		}
+	}
+	if s.commitFault != nil {
+		if err := s.commitFault(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if err := s.insertDeferred(); err != nil {
+		return err
 	}
 	if _, err := s.w.commit.Exec(); err != nil {
 		return fmt.Errorf("commit: %w", err)

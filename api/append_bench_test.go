@@ -1,0 +1,116 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+)
+
+// BenchmarkAppendHTTP measures one event per request through the whole
+// append path of a real server (HTTP, the handler, the engine, the SQLite
+// store's group commit, the answer): each of 1 or 50 producers holds the
+// run of its own thread and appends one text.delta of 200 bytes per
+// request, on its own keep-alive connection, waiting for each answer, as
+// `tether bench --scenario append --threads 50 --batch 1 --event-bytes 200`
+// does. The requests are prebuilt and written on raw connections, so that
+// the client costs little beside the server in the same process. b.N
+// counts requests; events/s is the figure to watch.
+func BenchmarkAppendHTTP(b *testing.B) {
+	for _, producers := range []int{1, 50} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) { benchAppendHTTP(b, producers) })
+	}
+}
+
+func benchAppendHTTP(b *testing.B, producers int) {
+	st := testutil.OpenStore(b, "")
+	quiet := slog.New(slog.DiscardHandler)
+	e := engine.New(st, engine.Options{Logger: quiet})
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	srv := api.New(e, api.Options{Logger: quiet})
+	hs := httptest.NewServer(srv.Handler())
+	defer func() {
+		srv.Shutdown()
+		hs.Close()
+		e.Close()
+	}()
+
+	text := strings.Repeat("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor ", 3)[:200]
+	reqs := make([][]byte, producers)
+	for i := range producers {
+		tid := fmt.Sprintf("t%d", i)
+		if _, _, err := e.CreateThread(ctx, tid, nil); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.CreateRun(ctx, tid, engine.RunRequest{Agent: "bench",
+			Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "go"}}}}); err != nil {
+			b.Fatal(err)
+		}
+		c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "bench", Agents: []string{"bench"}, Wait: 5 * time.Second})
+		if err != nil || c == nil {
+			b.Fatalf("claim: %v, %v", c, err)
+		}
+		if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant}}); err != nil {
+			b.Fatal(err)
+		}
+		body := `[{"type":"text.delta","message_id":"m1","delta":` + strconv.Quote(text) + `}]`
+		reqs[i] = fmt.Appendf(nil, "POST /v1/runs/%s/events HTTP/1.1\r\nHost: %s\r\nTether-Lease: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			c.Run.ID, hs.Listener.Addr(), c.Lease.Token, len(body), body)
+	}
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range producers {
+		wg.Go(func() {
+			conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			for next.Add(1) <= int64(b.N) {
+				if _, err := conn.Write(reqs[i]); err != nil {
+					b.Error(err)
+					return
+				}
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					b.Errorf("append: %s", res.Status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
