@@ -151,7 +151,9 @@ func (s *Stream) Close() {
 }
 
 // ReadResumed reads one connection of a run's stream and checks what the
-// protocol promises of it: ":ok" first, then connected; no snapshot (the
+// protocol promises of it: ":ok" first, then connected (or reconnect with
+// reason unavailable: the store did not answer in time, and the stream
+// ends at once, to be resumed like any other end); no snapshot (the
 // cursor is in the log); events in increasing offsets after those already
 // got. It appends the events to got and returns after run.finished
 // (finished), after cutAfter events of this connection if cutAfter > 0
@@ -168,6 +170,8 @@ func ReadResumed(s *Stream, got []Event, cutAfter int) (events []Event, finished
 			if !f.IsComment || f.Comment != "ok" {
 				return got, false, false, fmt.Errorf("first frame %+v, want the :ok comment", f)
 			}
+		case i == 1 && f.Event == "reconnect" && strings.Contains(f.Data, `"reason":"unavailable"`):
+			return got, false, false, nil
 		case i == 1:
 			if f.Event != "connected" {
 				return got, false, false, fmt.Errorf("second frame %+v, want connected", f)
