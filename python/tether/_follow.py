@@ -141,9 +141,18 @@ class Follower:
             return None
         if event == "end":
             try:
-                reason = json.loads(data).get("reason")
+                body = json.loads(data)
+                reason = body.get("reason")
             except (ValueError, AttributeError):
-                reason = None
+                body, reason = {}, None
+            if reason == "error":
+                # The stream could not start (an unknown thread, run or
+                # message): sent in-band, as the server starts every
+                # stream before it reads the store.
+                err = body.get("error") if isinstance(body.get("error"), dict) else {}
+                code = str(err.get("code") or INTERNAL)
+                o.error, o.fatal = StreamError(code, str(err.get("message") or "the stream could not start"), 200), True
+                return None
             if reason == "thread_deleted":
                 o.error, o.fatal = StreamError(NOT_FOUND, "the thread was deleted"), True
                 return None
