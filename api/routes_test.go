@@ -285,23 +285,36 @@ func TestRouteRoles(t *testing.T) {
 // waiting for a stream's end.
 func (v *env) callRoute(method, path, token string) int {
 	v.t.Helper()
-	body := ""
+	return v.send(method, path, token, routeBody(method, path, "nobody")).status
+}
+
+// routeBody is a small valid body for a request to a route of the table,
+// "" for none; a claim asks for agents.
+func routeBody(method, path, agents string) string {
 	switch {
 	case strings.HasSuffix(path, "/workers/claim"):
-		body = `{"worker_id":"w","agents":["nobody"],"wait_ms":0}`
+		return `{"worker_id":"w","agents":["` + agents + `"],"wait_ms":0}`
 	case method == "POST" && strings.HasSuffix(path, "/events") && strings.HasPrefix(path, "/v1/runs/"):
-		body = `[{"type":"custom","name":"x"}]`
+		return `[{"type":"custom","name":"x"}]`
 	case strings.HasSuffix(path, "/input"):
-		body = `{"request_id":"q1","value":1}`
+		return `{"request_id":"q1","value":1}`
 	case strings.HasSuffix(path, "/subscriptions/sub1") && method == "PUT":
-		body = `{"type":"pull-wake","pattern":"x/**","wake_stream":"wakes"}`
+		return `{"type":"pull-wake","pattern":"x/**","wake_stream":"wakes"}`
 	case strings.HasSuffix(path, "/subscriptions/sub1/streams"):
-		body = `{"streams":["s1"]}`
+		return `{"streams":["s1"]}`
 	case strings.HasSuffix(path, "/subscriptions/sub1/claim"):
-		body = `{"worker":"w"}`
+		return `{"worker":"w"}`
 	case method == "POST" || method == "PUT":
-		body = `{}`
+		return `{}`
 	}
+	return ""
+}
+
+// send makes one request with token and body (JSON, if any), asking for
+// JSON answers rather than streams (a Durable Streams read from the
+// start), and returns the answer, read whole unless it is a stream.
+func (v *env) send(method, path, token, body string) *resp {
+	v.t.Helper()
 	if method == "GET" && strings.HasPrefix(path, "/v1/stream/") && !strings.Contains(path, "__ds") {
 		path += "?offset=-1"
 	}
@@ -323,8 +336,12 @@ func (v *env) callRoute(method, path, token string) int {
 	if err != nil {
 		v.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	res.Body.Close()
-	return res.StatusCode
+	defer res.Body.Close()
+	out := &resp{status: res.StatusCode, header: res.Header}
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		out.body, _ = io.ReadAll(res.Body)
+	}
+	return out
 }
 
 // wsFollow connects to the WebSocket with token and subscribes to the

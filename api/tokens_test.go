@@ -1,9 +1,7 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -280,56 +278,19 @@ func TestRouteTokens(t *testing.T) {
 // stream.
 func (v *env) callAs(method, path, token string) *resp {
 	v.t.Helper()
-	body := ""
+	var body string
 	switch {
 	case path == "/v1/ag-ui/ext":
 		body = `{"threadId":"tA","runId":"agui-1","state":{},"messages":[{"id":"agui-u1","role":"user","content":"hi"}],"tools":[],"context":[],"forwardedProps":{}}`
 	case path == "/v1/ai-sdk/ext/chat":
 		body = `{"id":"tA","trigger":"submit-message","messages":[{"id":"sdk-u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`
-	case strings.HasSuffix(path, "/workers/claim"):
-		body = `{"worker_id":"w","agents":["ext"],"wait_ms":0}`
-	case method == "POST" && strings.HasSuffix(path, "/events") && strings.HasPrefix(path, "/v1/runs/"):
-		body = `[{"type":"custom","name":"x"}]`
-	case strings.HasSuffix(path, "/input"):
-		body = `{"request_id":"q1","value":1}`
-	case strings.HasSuffix(path, "/subscriptions/sub1") && method == "PUT":
-		body = `{"type":"pull-wake","pattern":"x/**","wake_stream":"wakes"}`
-	case strings.HasSuffix(path, "/subscriptions/sub1/streams"):
-		body = `{"streams":["s1"]}`
-	case strings.HasSuffix(path, "/subscriptions/sub1/claim"):
-		body = `{"worker":"w"}`
-	case method == "PUT" && strings.HasPrefix(path, "/v1/stream/"):
-		body = `{"b":2}`
-	case method == "POST" || method == "PUT":
-		body = `{}`
+	default:
+		body = routeBody(method, path, "ext")
+		if body == `{}` && method == "PUT" && strings.HasPrefix(path, "/v1/stream/") {
+			body = `{"b":2}`
+		}
 	}
-	if method == "GET" && strings.HasPrefix(path, "/v1/stream/") && !strings.Contains(path, "__ds") {
-		path += "?offset=-1"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequestWithContext(ctx, method, v.url+path, rd)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		v.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	out := &resp{status: res.StatusCode, header: res.Header}
-	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		out.body, _ = io.ReadAll(res.Body)
-	}
-	return out
+	return v.send(method, path, token, body)
 }
 
 // wsSubscribeAs connects to the WebSocket with token and subscribes to the
