@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
@@ -57,20 +56,7 @@ func benchAppendHTTP(b *testing.B, producers int) {
 	reqs := make([][]byte, producers)
 	for i := range producers {
 		tid := fmt.Sprintf("t%d", i)
-		if _, _, err := e.CreateThread(ctx, tid, nil); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.CreateRun(ctx, tid, engine.RunRequest{Agent: "bench",
-			Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "go"}}}}); err != nil {
-			b.Fatal(err)
-		}
-		c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "bench", Agents: []string{"bench"}, Wait: 5 * time.Second})
-		if err != nil || c == nil {
-			b.Fatalf("claim: %v, %v", c, err)
-		}
-		if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant}}); err != nil {
-			b.Fatal(err)
-		}
+		c := heldRun(ctx, b, e, tid)
 		body := `[{"type":"text.delta","message_id":"m1","delta":` + strconv.Quote(text) + `}]`
 		reqs[i] = fmt.Appendf(nil, "POST /v1/runs/%s/events HTTP/1.1\r\nHost: %s\r\nTether-Lease: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 			c.Run.ID, hs.Listener.Addr(), c.Lease.Token, len(body), body)

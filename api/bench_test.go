@@ -55,17 +55,7 @@ func benchFanout(b *testing.B, subs, batch int) {
 	}()
 
 	// A run held by the benchmark, with a message for the deltas.
-	if _, _, err := e.CreateThread(ctx, "t", nil); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := e.CreateRun(ctx, "t", engine.RunRequest{Agent: "bench",
-		Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "go"}}}}); err != nil {
-		b.Fatal(err)
-	}
-	c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "bench", Agents: []string{"bench"}, Wait: 5 * time.Second})
-	if err != nil || c == nil {
-		b.Fatalf("claim: %v, %v", c, err)
-	}
+	c := heldRun(ctx, b, e, "t")
 	appendBatch := func() {
 		evs := make([]*tether.Event, batch)
 		for i := range evs {
@@ -74,9 +64,6 @@ func benchFanout(b *testing.B, subs, batch int) {
 		if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, evs); err != nil {
 			b.Fatal(err)
 		}
-	}
-	if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant}}); err != nil {
-		b.Fatal(err)
 	}
 
 	// The subscribers, from the tail; each counts what it gets.
@@ -167,4 +154,25 @@ func drainSSE(ctx context.Context, b *testing.B, tr *http.Transport, url string,
 		}
 		res.Body.Close()
 	}
+}
+
+// heldRun creates thread tid with a run of agent "bench", claims it and
+// starts its assistant message m1: a run a benchmark appends deltas to.
+func heldRun(ctx context.Context, b *testing.B, e *engine.Engine, tid string) *engine.Claim {
+	b.Helper()
+	if _, _, err := e.CreateThread(ctx, tid, nil); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.CreateRun(ctx, tid, engine.RunRequest{Agent: "bench",
+		Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "go"}}}}); err != nil {
+		b.Fatal(err)
+	}
+	c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "bench", Agents: []string{"bench"}, Wait: 5 * time.Second})
+	if err != nil || c == nil {
+		b.Fatalf("claim: %v, %v", c, err)
+	}
+	if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant}}); err != nil {
+		b.Fatal(err)
+	}
+	return c
 }

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
@@ -93,20 +92,7 @@ func benchLargeAppends(b *testing.B, shape string, n int, budget int64) {
 	newRuns := func() {
 		for i := range runs {
 			tid := fmt.Sprintf("t%d-%d", i, time.Now().UnixNano())
-			if _, _, err := e.CreateThread(ctx, tid, nil); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := e.CreateRun(ctx, tid, engine.RunRequest{Agent: "bench",
-				Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "go"}}}}); err != nil {
-				b.Fatal(err)
-			}
-			c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "bench", Agents: []string{"bench"}, Wait: 5 * time.Second})
-			if err != nil || c == nil {
-				b.Fatalf("claim: %v, %v", c, err)
-			}
-			if _, err := e.Append(ctx, c.Run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant}}); err != nil {
-				b.Fatal(err)
-			}
+			c := heldRun(ctx, b, e, tid)
 			runs[i] = held{c.Run.ID, c.Lease.Token}
 		}
 	}
