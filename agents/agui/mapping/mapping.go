@@ -252,16 +252,16 @@ var known = map[string]bool{
 	"TOOL_CALL_CHUNK": true, "TOOL_CALL_RESULT": true, "CUSTOM": true,
 }
 
-// deltaOf reads a string delta: nil if absent, an error if not a string.
-func deltaOf(raw json.RawMessage, typ string) (*string, error) {
+// deltaOf reads a string delta: an error if absent or not a string.
+func deltaOf(raw json.RawMessage, typ string) (string, error) {
 	if len(raw) == 0 {
-		return nil, nil
+		return "", malformed("%s without a delta", typ)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, malformed("%s with a delta that is not a string", typ)
+		return "", malformed("%s with a delta that is not a string", typ)
 	}
-	return &s, nil
+	return s, nil
 }
 
 // printable cuts an upstream type short for messages.
@@ -269,7 +269,8 @@ func printable(s string) string {
 	if len(s) > 40 {
 		s = s[:40] + "…"
 	}
-	return strconv.Quote(s)[1 : len(strconv.Quote(s))-1]
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 func nullIfAbsent(v json.RawMessage) json.RawMessage {
@@ -384,16 +385,13 @@ func (m *Mapper) content(id *string, raw json.RawMessage, typ, evType string) ([
 	if err != nil {
 		return nil, err
 	}
-	if delta == nil {
-		return nil, malformed("%s without a delta", typ)
-	}
-	if *delta == "" {
+	if delta == "" {
 		return nil, nil
 	}
 	if evType == tether.EventTextDelta {
-		msg.text.WriteString(*delta)
+		msg.text.WriteString(delta)
 	}
-	return []*tether.Event{{Type: evType, MessageID: msg.id, Delta: *delta}}, nil
+	return []*tether.Event{{Type: evType, MessageID: msg.id, Delta: delta}}, nil
 }
 
 func (m *Mapper) end(id *string, typ string) ([]*tether.Event, error) {
@@ -501,14 +499,11 @@ func (m *Mapper) toolArgs(id *string, raw json.RawMessage, typ string) ([]*tethe
 	if err != nil {
 		return nil, err
 	}
-	if delta == nil {
-		return nil, malformed("%s without a delta", typ)
-	}
-	if *delta == "" {
+	if delta == "" {
 		return nil, nil
 	}
-	c.args.WriteString(*delta)
-	return []*tether.Event{{Type: tether.EventToolDelta, MessageID: c.msg.id, CallID: c.id, Delta: *delta}}, nil
+	c.args.WriteString(delta)
+	return []*tether.Event{{Type: tether.EventToolDelta, MessageID: c.msg.id, CallID: c.id, Delta: delta}}, nil
 }
 
 // toolChunk maps TOOL_CALL_CHUNK: a start the first time a toolCallId is
