@@ -63,6 +63,20 @@ func (b *budget) acquire(ctx context.Context, n int64) (release func(), err erro
 	}
 }
 
+// tryAcquire takes n bytes (capped as in acquire) if they are free and
+// nobody waits, without waiting: the common case, which then needs no
+// deadline of its own.
+func (b *budget) tryAcquire(n int64) (release func(), ok bool) {
+	n = min(n, b.size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.size || b.waiters.Len() > 0 {
+		return nil, false
+	}
+	b.used += n
+	return b.releaser(n), true
+}
+
 func (b *budget) releaser(n int64) func() {
 	var once sync.Once
 	return func() {

@@ -314,9 +314,14 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			if n < 0 || n > s.opts.MaxBodyBytes {
 				n = s.opts.MaxBodyBytes // the most a handler reads
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), s.opts.Limits.BodyWait)
-			release, err := s.budget.acquire(ctx, n)
-			cancel()
+			release, ok := s.budget.tryAcquire(n)
+			var err error
+			if !ok {
+				// Only a request that must wait gets a deadline (a timer).
+				ctx, cancel := context.WithTimeout(r.Context(), s.opts.Limits.BodyWait)
+				release, err = s.budget.acquire(ctx, n)
+				cancel()
+			}
 			if err != nil {
 				if r.Context().Err() != nil {
 					return // the client left

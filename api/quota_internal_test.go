@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -142,4 +143,39 @@ func TestBudget(t *testing.T) {
 			t.Fatalf("%d in use after every release", b.inUse())
 		}
 	})
+}
+
+// tryAcquire takes free bytes at once, and never jumps the line: while a
+// request waits, or the bytes are taken, it refuses.
+func TestBudgetTryAcquire(t *testing.T) {
+	b := newBudget(10)
+	r1, ok := b.tryAcquire(6)
+	if !ok {
+		t.Fatal("6 of 10 free bytes refused")
+	}
+	if _, ok := b.tryAcquire(6); ok {
+		t.Fatal("6 bytes taken with 4 free")
+	}
+	waiting := make(chan func(), 1)
+	go func() {
+		r, _ := b.acquire(context.Background(), 8)
+		waiting <- r
+	}()
+	for b.waitersLen() == 0 {
+		runtime.Gosched()
+	}
+	if _, ok := b.tryAcquire(1); ok {
+		t.Fatal("1 byte taken ahead of a waiter")
+	}
+	r1()
+	(<-waiting)()
+	if b.inUse() != 0 {
+		t.Fatalf("%d bytes still in use", b.inUse())
+	}
+}
+
+func (b *budget) waitersLen() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiters.Len()
 }
