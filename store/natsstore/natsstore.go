@@ -388,6 +388,15 @@ func (s *Store) Close() error {
 		s.cancel()
 		if s.repairIter != nil {
 			s.repairIter.Drain() // the loop hands back what it holds
+			select {
+			case <-s.repairDone:
+			case <-time.After(s.opts.Timeout):
+				// A drain ends when the server confirms it; with the
+				// server gone that never comes, and Close must not wait
+				// for ever (the messages come back after AckWait).
+				s.log.Warn("natsstore: the repair consumer did not drain in time; stopping it")
+				s.repairIter.Stop()
+			}
 		}
 		<-s.repairDone
 		s.stopNotify()

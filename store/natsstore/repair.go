@@ -40,8 +40,10 @@ func (s *Store) startRepair(ctx context.Context) error {
 	}
 	// Few at a time: a node holds the messages it pulled until it dies
 	// (then they come back after AckWait) or closes (then it hands them
-	// back).
-	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	// back). Short pulls with the notify consumer's heartbeat: with the
+	// defaults (30 s pulls, 15 s heartbeats) a first pull lost on a
+	// cluster (see heartbeat) left the repairer idle for half a minute.
+	it, err := cons.Messages(jetstream.PullMaxMessages(64), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(heartbeat))
 	if err != nil {
 		return err
 	}
