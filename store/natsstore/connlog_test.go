@@ -32,3 +32,21 @@ func TestConnectionEventsLogged(t *testing.T) {
 		t.Fatalf("no disconnect in the log:\n%s", buf.String())
 	}
 }
+
+// TestCloseWithServerGone: a node whose server died closes anyway, within
+// about its Timeout: nothing in Close waits for an answer that cannot come
+// (the repair consumer's drain is confirmed by the server).
+func TestCloseWithServerGone(t *testing.T) {
+	srv := natstest.StartServer(t)
+	opts := optionsFor(srv.ClientURL(), t.TempDir(), 1)
+	opts.Timeout = time.Second
+	st := openStore(t, opts)
+	natstest.Stop(srv)
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waiting 30 s after it started, with a Timeout of 1 s")
+	}
+}
