@@ -1,0 +1,47 @@
+package mapping
+
+import (
+	"encoding/json"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
+)
+
+// stateSnapshot maps STATE_SNAPSHOT: the snapshot becomes the state the
+// Mapper follows (nil for null), so that the STATE_DELTA events after it
+// apply to it.
+func (m *Mapper) stateSnapshot(data []byte, typ string) ([]*tether.Event, error) {
+	var v struct {
+		Snapshot json.RawMessage `json:"snapshot"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil || v.Snapshot == nil {
+		return nil, malformed("%s without a snapshot", typ)
+	}
+	m.state = v.Snapshot
+	if string(v.Snapshot) == "null" {
+		m.state = nil
+	}
+	return []*tether.Event{{Type: tether.EventStateSnapshot, State: v.Snapshot}}, nil
+}
+
+// stateDelta maps STATE_DELTA: its delta is applied to the state the
+// Mapper follows, as state.delta applies it to the thread's, so that a
+// delta that is not a JSON Patch or does not apply is the upstream's fault
+// (malformed) here.
+func (m *Mapper) stateDelta(data []byte, typ string) ([]*tether.Event, error) {
+	var v struct {
+		Delta json.RawMessage `json:"delta"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil || v.Delta == nil {
+		return nil, malformed("%s without a delta", typ)
+	}
+	next, err := runs.ApplyPatch(m.state, v.Delta)
+	if err != nil {
+		if tether.CodeOf(err) == tether.CodeBadRequest {
+			return nil, malformed("%s whose delta is not a JSON Patch", typ)
+		}
+		return nil, malformed("%s whose delta does not apply to the state", typ)
+	}
+	m.state = next
+	return []*tether.Event{{Type: tether.EventStateDelta, Patch: v.Delta}}, nil
+}

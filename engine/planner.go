@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"errors"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
+	"github.com/tetherhq/tether/store"
+)
+
+// A planner is what a plan sees: the speculative state of one thread inside
+// a transaction, and the means to emit events and change run rows. A plan
+// runs under the thread's write lock and must not block or do I/O.
+type planner struct {
+	e         *Engine
+	t         *thread
+	tx        *runs.Tx
+	now       tether.Time
+	events    []*tether.Event
+	leases    map[string]store.Lease // run ID → new lease
+	extras    map[string]*runExtra   // runs created by this plan
+	idem      map[string]string
+	producers []store.Producer
+	checks    []store.LeaseCheck
+	result    any // what the plan hands back to its caller
+}
+
+// run returns a run as the transaction sees it.
+func (p *planner) run(id string) (tether.Run, bool) { return p.tx.Run(id) }
+
+// emit validates ev against the state (including earlier events of this
+// plan) and adds it. The server sets ts.
+func (p *planner) emit(ev *tether.Event) error {
+	ev.TS = p.now
+	if err := p.tx.Apply(ev); err != nil {
+		return eventErr(len(p.events), ev, err)
+	}
+	p.events = append(p.events, ev)
+	return nil
+}
+
+func eventErr(i int, ev *tether.Event, err error) error {
+	var te *tether.Error
+	if errors.As(err, &te) {
+		return tether.Errorf(te.Code, "event %d (%s): %s", i, ev.Type, te.Message)
+	}
+	return err
+}
+
+// setLease gives a run a new lease.
+func (p *planner) setLease(runID string, l store.Lease) {
+	if p.leases == nil {
+		p.leases = make(map[string]store.Lease)
+	}
+	p.leases[runID] = l
+}
+
+// actsOnLease makes the plan's batch conditional on the run's lease in
+// the store being l (store.Batch.Leases): a plan that decides on a lease
+// (it expired) must lose to a renewal another node committed, which writes
+// no event and so may not be in this node's copy of the lease.
+func (p *planner) actsOnLease(runID string, l store.Lease) {
+	p.checks = append(p.checks, store.LeaseCheck{RunID: runID, Token: l.Token, ExpiresAt: l.ExpiresAt})
+}
+
+// lease returns the current lease of a run.
+func (p *planner) lease(runID string) store.Lease {
+	if l, ok := p.leases[runID]; ok {
+		return l
+	}
+	if x := p.t.extras[runID]; x != nil {
+		return x.lease
+	}
+	return store.Lease{}
+}
