@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -40,7 +41,7 @@ func TestResumeDoesNotLoad(t *testing.T) {
 	for _, ev := range log[len(log)-4:] {
 		want = append(want, ev.Offset)
 	}
-	if !equalOffsets(offsets(got), want) {
+	if !slices.Equal(offsets(got), want) {
 		t.Fatalf("resumed with %v, want %v", offsets(got), want)
 	}
 
@@ -115,18 +116,6 @@ func TestResumeDoesNotLoad(t *testing.T) {
 		_, err := e2.Subscribe(ctx, engine.SubscribeRequest{ThreadID: id, Cursor: cursor})
 		wantCode(t, err, tether.CodeNotFound)
 	}
-}
-
-func equalOffsets(a, b []tether.Offset) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A resume that does not load its thread and a delete of the thread

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 )
 
@@ -37,7 +38,7 @@ func (p *patcher) apply(op *patchOp) error {
 		if !ok {
 			return errNoPath
 		}
-		if equalTokens(op.from, op.path) {
+		if slices.Equal(op.from, op.path) {
 			return nil
 		}
 		if err := p.remove(op.from); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 )
 
@@ -48,7 +49,7 @@ func parsePatch(raw json.RawMessage) ([]patchOp, error) {
 			if p.from, err = pointerMember(m, "from"); err != nil {
 				return nil, patchError(i, err.Error())
 			}
-			if p.op == "move" && len(p.path) > len(p.from) && equalTokens(p.path[:len(p.from)], p.from) {
+			if p.op == "move" && len(p.path) > len(p.from) && slices.Equal(p.path[:len(p.from)], p.from) {
 				return nil, patchError(i, "moves a value into its own child")
 			}
 		case "add", "replace", "test":

@@ -26,18 +26,6 @@ func parsePointer(p string) ([]string, bool) {
 	return toks, true
 }
 
-func equalTokens(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // arrayIndex reads an array index token: "0" or digits without a leading
 // zero (RFC 6901 §4), below n.
 func arrayIndex(tok string, n int) (int, bool) {

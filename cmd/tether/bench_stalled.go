@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,7 +217,7 @@ func (b *bencher) stalledScenario(ctx context.Context) (result, error) {
 			}
 			ids = append(ids, more...)
 		}
-		if equalOffsets(ids, want) {
+		if slices.Equal(ids, want) {
 			whole.Add(1)
 		} else {
 			lost.Add(1)
@@ -340,18 +341,6 @@ func (b *bencher) offsetsAfter(ctx context.Context, thread string, after tether.
 		}
 		after = page.Next
 	}
-}
-
-func equalOffsets(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // stalledSilence is how long a stalled stream, read again, may stay silent
