@@ -13,11 +13,12 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // The HMAC secret and audience of a token env.
 var (
-	tkSecret   = []byte("a-test-secret-of-at-least-32-bytes!!")
+	tkSecret   = testutil.JWTSecret
 	tkAudience = "tether-test"
 )
 
@@ -29,17 +30,7 @@ func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // mint signs claims with HS256 and key (tkSecret if nil). exp, aud and
 // the time fields are the caller's.
-func mint(t testing.TB, key []byte, claims jwt.MapClaims) string {
-	t.Helper()
-	if key == nil {
-		key = tkSecret
-	}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+var mint = testutil.Mint
 
 // userClaims are the claims of a user's token valid for an hour by c,
 // with Tether's claim tc if not nil.

@@ -15,12 +15,30 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	tether "github.com/tetherhq/tether"
 )
 
 // Options configure a Client. The zero value (or nil) gives the defaults.
 type Options struct {
 	// Token is sent as "Authorization: Bearer <token>". Empty sends none.
+	// Not used when TokenFunc is set.
 	Token string
+	// TokenFunc, if set, is asked for the token instead, for short-lived
+	// tokens (a user's JWT that your backend signs). A JWT with an exp is
+	// kept until TokenRefreshAhead before its exp and then asked for
+	// again; any other token is asked for at each request. When the server
+	// answers 401 token_expired, the function is asked at once and the
+	// request is sent once more; a subscription the server ends for its
+	// token's exp resumes with a new token from where it was. ctx is the
+	// request's. An error fails the request with the code
+	// token_unavailable (nothing is sent); subscriptions and workers retry
+	// it with their backoff. One call at a time; "" sends no token.
+	TokenFunc func(ctx context.Context) (string, error)
+	// TokenRefreshAhead is how long before a JWT's exp TokenFunc is asked
+	// for a new one; never more than half of the token's lifetime as the
+	// client saw it. Defaults to 30s.
+	TokenRefreshAhead time.Duration
 	// HTTPClient makes the requests. Defaults to a client with no overall
 	// timeout, since subscriptions stay open for minutes; set timeouts on
 	// its transport, not on the client, or streams will be cut.
@@ -41,13 +59,14 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 )
 
-// maxRetries is how many times a REST call is retried after its first try.
+// maxRetries is how many times a REST call is retried after its first
+// try (besides the one try again with a fresh token after token_expired).
 const maxRetries = 4
 
 // Client is a client of a Tether server. It is safe for concurrent use.
 type Client struct {
 	base   string
-	token  string
+	tokens *tokenKeeper
 	hc     *http.Client
 	min    time.Duration
 	max    time.Duration
@@ -64,7 +83,7 @@ func New(baseURL string, opts *Options) *Client {
 	}
 	c := &Client{
 		base:   strings.TrimRight(baseURL, "/"),
-		token:  o.Token,
+		tokens: newTokenKeeper(&o),
 		hc:     o.HTTPClient,
 		min:    o.MinBackoff,
 		max:    o.MaxBackoff,
@@ -190,9 +209,11 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	c.authorize(req)
-	resp, err := c.hc.Do(req)
+	resp, _, err := c.send(req)
 	if err != nil {
+		if tether.CodeOf(err) == CodeTokenUnavailable {
+			return false, 0, fmt.Errorf("%s: %w", cl.op, err)
+		}
 		return cl.retry == retrySafe || notSent(err), 0, fmt.Errorf("%s: %w", cl.op, err)
 	}
 	defer drain(resp.Body)
@@ -211,17 +232,53 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 	return false, 0, nil
 }
 
-func (c *Client) authorize(req *http.Request) {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+// send makes a request with the client's token and returns the answer
+// and the token it went with. A 401 token_expired for a token of
+// Options.TokenFunc is sent once more, at once, with a fresh token: the
+// server checks the token before it acts, so a request it refused so can
+// be repeated whatever it is (a POST without an idempotency key too). A
+// static token is never sent twice. The error is the token function's
+// (code token_unavailable: nothing was sent), ctx's, or the transport's.
+func (c *Client) send(req *http.Request) (*http.Response, string, error) {
+	for again := false; ; again = true {
+		tok, err := c.tokens.get(req.Context())
+		if err != nil {
+			return nil, "", err
+		}
+		r := req
+		if again {
+			r = req.Clone(req.Context())
+			if req.GetBody != nil {
+				if r.Body, err = req.GetBody(); err != nil {
+					return nil, "", err
+				}
+			}
+		}
+		if tok != "" {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		} else {
+			r.Header.Del("Authorization")
+		}
+		resp, err := c.hc.Do(r)
+		if err != nil || again || resp.StatusCode != http.StatusUnauthorized || !c.tokens.refreshable() {
+			return resp, tok, err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if errorCode(body) != tether.CodeTokenExpired {
+			return resp, tok, nil
+		}
+		c.tokens.expired(tok)
+		c.log(slog.LevelDebug, "tether: the token expired; sending again with a fresh one", "path", req.URL.Path)
 	}
 }
 
-// notSent reports whether a transport error happened before the request
-// could reach the server (the connection was never made).
+// notSent reports whether a request failed before it could reach the
+// server: the connection was never made, or there was no token to send.
 func notSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && op.Op == "dial" || tether.CodeOf(err) == CodeTokenUnavailable
 }
 
 func retryAfter(resp *http.Response) time.Duration {

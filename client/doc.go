@@ -33,6 +33,35 @@
 // Errors from the server are *tether.Error values with the server's code,
 // so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them.
 //
+// # Tokens
+//
+// Options.Token is a fixed token: a static key, sent as it is. For a
+// user's short-lived signed token (a JWT your backend signs; see
+// docs/operations.md, "Security"), give Options.TokenFunc instead:
+//
+//	c := client.New("https://tether.example.com", &client.Options{
+//		TokenFunc: func(ctx context.Context) (string, error) {
+//			return mintToken(ctx, userID) // a JWT valid a few minutes
+//		},
+//	})
+//
+// The client keeps the JWT it returns until 30 s before its exp
+// (Options.TokenRefreshAhead; at most half of its lifetime) and then asks
+// for a new one, reading exp without verifying anything, by its own
+// clock; a token that is not a JWT with an exp is asked for at each
+// request. When the server says the token has expired anyway (a clock
+// behind the server's), the function is asked at once: a request answered
+// 401 token_expired is sent once more with the new token (whatever the
+// request: the server refused it before acting), and a subscription the
+// server ends at its token's exp (reconnect, reason token_expired)
+// resumes from its last event with it, losing nothing and repeating
+// nothing. A function that fails fails the request with the code
+// [CodeTokenUnavailable], and sends nothing; a subscription or a worker
+// retries it with its backoff. A Worker gets its claims, appends,
+// heartbeats and follows of runs the same way: a worker's leases are
+// bound to its token's sub, so a new token of the same worker goes on
+// with the runs it holds.
+//
 // # Workers
 //
 // A [Worker] runs agents in your own process: the same [agents.Agent] that
@@ -112,6 +141,12 @@
 //     also retried after transport errors and other 5xx answers.
 //   - The default HTTP client has no timeout, since streams are long: bound
 //     REST calls with the context.
+//   - A token that the token function returns and the server then finds
+//     expired is sent once more with a new one, not more: a function that
+//     keeps returning expired tokens (a backend that caches them past their
+//     exp) gets the 401 token_expired error. A static Token is never
+//     refreshed: a subscription the server ends for its exp ends with that
+//     error once the server's leeway (30 s) is over.
 //   - A worker's Emit whose context ends while its append is in flight may
 //     still be appended: the worker sends that batch again, with its
 //     sequence number, before the next one, so its events land at most

@@ -9,20 +9,43 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
+// CodeTokenUnavailable is the client's code, never the server's, for a
+// request that was not sent because Options.TokenFunc failed. The error
+// wraps the function's. The TypeScript and Python clients use the same
+// code.
+const CodeTokenUnavailable tether.Code = "token_unavailable"
+
 // responseError turns a non-2xx answer into a *tether.Error with the
 // server's code and message. An answer that is not the protocol's error
 // body (a proxy's page, say) gives code internal and the status only: raw
 // bodies never reach error messages, where they could leak into logs or UIs.
 func responseError(resp *http.Response) *tether.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var e struct {
-		Error *tether.ErrorInfo `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Code != "" {
-		return &tether.Error{Code: tether.Code(e.Error.Code), Message: e.Error.Message}
+	if e := errorInfo(body); e != nil {
+		return &tether.Error{Code: tether.Code(e.Code), Message: e.Message}
 	}
 	return &tether.Error{
 		Code:    tether.CodeInternal,
 		Message: fmt.Sprintf("server answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
 	}
+}
+
+// errorCode returns the code of an error body, or "".
+func errorCode(body []byte) tether.Code {
+	if e := errorInfo(body); e != nil {
+		return tether.Code(e.Code)
+	}
+	return ""
+}
+
+// errorInfo returns the error of a body of the protocol's error shape
+// (with a code), or nil.
+func errorInfo(body []byte) *tether.ErrorInfo {
+	var e struct {
+		Error *tether.ErrorInfo `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Code != "" {
+		return e.Error
+	}
+	return nil
 }

@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/client"
@@ -58,4 +60,37 @@ func ExampleClient_Subscribe() {
 		}
 		fmt.Println(u.Event.Offset, u.Event.Type)
 	}
+}
+
+// A user's client with short-lived tokens: the function asks the app's
+// backend, which knows the user, for a JWT valid a few minutes. The
+// client asks again before its exp, and when the server says it expired.
+func ExampleOptions_tokenFunc() {
+	const tokenURL = "https://app.example.com/auth/tether-token"
+	c := client.New("https://tether.example.com", &client.Options{
+		TokenFunc: func(ctx context.Context) (string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, nil)
+			if err != nil {
+				return "", err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return "", fmt.Errorf("token: %s", resp.Status)
+			}
+			var out struct {
+				Token string `json:"token"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			return out.Token, err
+		},
+	})
+	threads, _, err := c.Threads(context.Background(), client.ThreadQuery{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(threads), "threads")
 }

@@ -96,7 +96,10 @@ var errStalled = errors.New("no data for 3 heartbeats")
 // 429, a stream silent for 3 heartbeats), from the last event it yielded
 // (sent as Last-Event-ID), with exponential backoff and full jitter; a
 // server's "reconnect" frame resumes at once. Events at or before the last
-// yielded offset are skipped.
+// yielded offset are skipped. With Options.TokenFunc, a stream the server
+// ends at its token's exp (reconnect, reason token_expired) resumes with
+// a fresh token, as does a connection answered 401 token_expired (once);
+// a token function that fails is retried with the backoff.
 //
 // The iteration ends:
 //   - after run.finished, for a run subscription; after the message's
@@ -107,11 +110,12 @@ var errStalled = errors.New("no data for 3 heartbeats")
 //   - when ctx is done: ctx.Err() is yielded;
 //   - on an error that retrying cannot fix: it is yielded, then the
 //     iteration ends. These are the answers other than 200, 5xx, 408 and
-//     429 (so 400, 401, 403, 404, 410…), as a *tether.Error with the
-//     server's code, and the same errors sent in-band by a stream that
-//     could not start (an end frame with reason error: an unknown thread,
-//     run or message); a 200 that is not an event stream; a malformed
-//     event or snapshot; a frame over 64 MiB.
+//     429 (so 400, 401, 403, 404, 410…; a 401 token_expired only for a
+//     static token, or once a fresh token got it too), as a *tether.Error
+//     with the server's code, and the same errors sent in-band by a
+//     stream that could not start (an end frame with reason error: an
+//     unknown thread, run or message); a 200 that is not an event stream;
+//     a malformed event or snapshot; a frame over 64 MiB.
 //
 // Errors that are retried are not yielded: they are logged
 // (Options.Logger) and shown through OnState. Every yielded error ends the
@@ -219,7 +223,8 @@ func (s *subscription) path() string {
 }
 
 // request builds the GET of one connection: the cursor goes in
-// Last-Event-ID once there is one, else After goes in ?after=.
+// Last-Event-ID once there is one, else After goes in ?after=. The token
+// is added when it is sent (Client.send).
 func (s *subscription) request(ctx context.Context) (*http.Request, error) {
 	q := url.Values{}
 	if s.req.MessageID != "" {
@@ -251,7 +256,6 @@ func (s *subscription) request(ctx context.Context) (*http.Request, error) {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	s.c.authorize(req)
 	return req, nil
 }
 
@@ -278,8 +282,9 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		return o
 	}
 
-	resp, err := s.c.hc.Do(req)
+	resp, tok, err := s.c.send(req)
 	if err != nil {
+		// Also a token function that failed: retried with the backoff.
 		return dropped(err)
 	}
 	defer resp.Body.Close()
@@ -296,6 +301,17 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		return outcome{err: tether.Errorf(tether.CodeInternal, "server answered %.64s, not an event stream", mt), fatal: true}
 	}
 	w.r = resp.Body
+	// Ask for the next token ahead of this one's exp, so that the
+	// reconnect when the server ends the stream there does not wait on it.
+	// A failure is left to the reconnect, which asks again.
+	if at, ok := s.c.tokens.refreshTime(); ok {
+		t := time.AfterFunc(at.Sub(s.c.tokens.now()), func() {
+			if cctx.Err() == nil {
+				_, _ = s.c.tokens.get(cctx)
+			}
+		})
+		defer t.Stop()
+	}
 	p := newSSEReader(w)
 	for {
 		f, err := p.next()
@@ -331,12 +347,17 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		case "ping":
 		case "reconnect":
 			// A stream that could not start says why (the store did not
-			// answer): resumed all the same, and logged.
+			// answer): resumed all the same, and logged. One that reached
+			// its token's exp resumes with a fresh token.
 			var e struct {
-				Error *tether.ErrorInfo `json:"error"`
+				Reason string            `json:"reason"`
+				Error  *tether.ErrorInfo `json:"error"`
 			}
 			if json.Unmarshal([]byte(f.Data), &e) == nil && e.Error != nil && e.Error.Code != "" {
 				o.err = &tether.Error{Code: tether.Code(e.Error.Code), Message: e.Error.Message}
+			}
+			if e.Reason == string(tether.CodeTokenExpired) {
+				s.c.tokens.expired(tok)
 			}
 			o.now = true
 			return o

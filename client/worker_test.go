@@ -31,6 +31,7 @@ import (
 // through faults, and a plain one for the test's own calls.
 type workerEnv struct {
 	t      *testing.T
+	url    string
 	e      *engine.Engine
 	c      *Client // the worker's
 	admin  *Client
@@ -39,6 +40,13 @@ type workerEnv struct {
 }
 
 func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
+	t.Helper()
+	return newWorkerEnvAPI(t, eopts, api.Options{}, "")
+}
+
+// newWorkerEnvAPI is newWorkerEnv with the API's options; token (a key of
+// aopts) is the token of the worker's and the test's clients.
+func newWorkerEnvAPI(t *testing.T, eopts engine.Options, aopts api.Options, token string) *workerEnv {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	st := testutil.OpenStore(t, "")
@@ -51,7 +59,8 @@ func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(e, api.Options{Logger: quiet})
+	aopts.Logger = quiet
+	srv := api.New(e, aopts)
 	hs := httptest.NewServer(srv.Handler())
 	f := &faults{base: &http.Transport{}, hangs: make(chan int, 16)}
 	plain := &http.Transport{}
@@ -63,13 +72,19 @@ func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
 		e.Close()
 	})
 	opts := func(tr http.RoundTripper) *Options {
-		return &Options{HTTPClient: &http.Client{Transport: tr}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		return &Options{Token: token, HTTPClient: &http.Client{Transport: tr}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	}
-	return &workerEnv{t: t, e: e, c: New(hs.URL, opts(f)), admin: New(hs.URL, opts(plain)), faults: f, logs: &lockedBuffer{}}
+	return &workerEnv{t: t, url: hs.URL, e: e, c: New(hs.URL, opts(f)), admin: New(hs.URL, opts(plain)), faults: f, logs: &lockedBuffer{}}
 }
 
 // start runs a worker with the agents until the test ends.
 func (v *workerEnv) start(opts WorkerOptions) *Worker {
+	v.t.Helper()
+	return v.startOn(v.c, opts)
+}
+
+// startOn is start with the worker on client c.
+func (v *workerEnv) startOn(c *Client, opts WorkerOptions) *Worker {
 	v.t.Helper()
 	if opts.ID == "" {
 		opts.ID = "test-worker"
@@ -78,7 +93,7 @@ func (v *workerEnv) start(opts WorkerOptions) *Worker {
 		opts.Logger = slog.New(slog.NewTextHandler(v.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	opts.ClaimWait = 2 * time.Second
-	w, err := v.c.NewWorker(opts)
+	w, err := c.NewWorker(opts)
 	if err != nil {
 		v.t.Fatal(err)
 	}

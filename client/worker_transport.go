@@ -337,7 +337,10 @@ const maxAnswer = 256 << 20
 
 // post makes one POST with a JSON body (none if body is nil), bounded by
 // timeout, and reads the answer. A non-2xx answer is returned with its
-// *tether.Error; a transport error (also a cut answer) without an answer.
+// *tether.Error; a transport error (also a cut answer), or a token the
+// token function could not give (code token_unavailable, not sent),
+// without an answer. A 401 token_expired is sent once more with a fresh
+// token (see send).
 func (c *Client) post(ctx context.Context, path string, body []byte, header http.Header, timeout time.Duration) (*answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -356,8 +359,7 @@ func (c *Client) post(ctx context.Context, path string, body []byte, header http
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	c.authorize(req)
-	resp, err := c.hc.Do(req)
+	resp, _, err := c.send(req)
 	if err != nil {
 		return nil, err
 	}
