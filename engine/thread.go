@@ -274,6 +274,31 @@ func (e *Engine) evict() {
 	}
 }
 
+// DropIdle drops from memory the state of every thread that has no run
+// in progress and nothing being written, and returns how many. It is for a
+// server gone quiet after a burst (as Hub.DropIdle): those states were
+// allocated among the burst's garbage and pin much of the heap it grew to;
+// a thread used again is loaded again, from its checkpoint and the log
+// after it, as after an eviction.
+func (e *Engine) DropIdle() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for el := e.lru.Back(); el != nil; {
+		t := el.Value.(*thread)
+		prev := el.Prev()
+		if t.loaded() && t.wmu.TryLock() {
+			if !t.flushing && len(t.queue) == 0 && t.spec.ActiveRunID() == "" {
+				e.drop(t)
+				n++
+			}
+			t.wmu.Unlock()
+		}
+		el = prev
+	}
+	return n
+}
+
 // runRecord reads the row of a run of a thread, as of the thread's log on
 // a store whose rows may trail it (another node's batch, notified here
 // before that node wrote its rows).

@@ -21,7 +21,8 @@ import (
 // that was busy for a minute stayed at ten times its idle size.
 //
 // trimMemory gives it back once the server is quiet after growing: it
-// drops the caches that only spare store reads (dropCaches), then
+// drops the caches that only spare store reads (dropCaches: the fan-out
+// rings and the states of the threads with no run in progress), then
 // collects and returns every free page to the OS (debug.FreeOSMemory).
 // That is one full collection per burst, never during one.
 

@@ -235,7 +235,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	rn := runner.New(e, local, runner.Options{Concurrency: c.runConcurrency, Logger: log})
 	tctx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
-	go trimMemory(tctx, log, c.heartbeat, e.Hub().DropIdle)
+	go trimMemory(tctx, log, c.heartbeat, func() int { return e.Hub().DropIdle() + e.DropIdle() })
 
 	// Durable Streams live in the same store as thread logs; their commits
 	// reach the engine's hub like every other. Subscriptions hear of
