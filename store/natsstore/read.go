@@ -2,8 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -11,12 +9,6 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
-)
-
-// Limits of ThreadQuery.Limit.
-const (
-	defaultThreadsLimit = 50
-	maxThreadsLimit     = 1000
 )
 
 // ReadEvents implements store.Store. It finds the thread's incarnation and
@@ -151,18 +143,14 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	if s.isClosed() {
 		return nil, store.ErrClosed
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultThreadsLimit
-	}
-	limit = min(limit, maxThreadsLimit)
+	limit := q.PageLimit()
 	var (
 		cu  int64
 		cid string
 	)
 	if q.Cursor != "" {
 		var ok bool
-		if cu, cid, ok = decodeCursor(q.Cursor); !ok {
+		if cu, cid, ok = store.DecodeThreadCursor(q.Cursor); !ok {
 			return nil, tether.Errorf(tether.CodeBadRequest, "thread cursor is malformed")
 		}
 	}
@@ -200,21 +188,7 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	}
 	if len(ths) > limit {
 		last := page.Threads[limit-1]
-		page.Next = encodeCursor(last.UpdatedAt.UnixMilli(), last.ID)
+		page.Next = store.EncodeThreadCursor(last.UpdatedAt.UnixMilli(), last.ID)
 	}
 	return page, nil
-}
-
-func encodeCursor(updated int64, id string) string {
-	b := make([]byte, 8, 8+len(id))
-	binary.BigEndian.PutUint64(b, uint64(updated))
-	return base64.RawURLEncoding.EncodeToString(append(b, id...))
-}
-
-func decodeCursor(c string) (updated int64, id string, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) <= 8 {
-		return 0, "", false
-	}
-	return int64(binary.BigEndian.Uint64(b)), string(b[8:]), true
 }

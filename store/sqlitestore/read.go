@@ -3,8 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -12,12 +10,6 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
-)
-
-// Limits of ThreadQuery.Limit.
-const (
-	defaultThreadsLimit = 50
-	maxThreadsLimit     = 1000
 )
 
 // ReadEvents implements store.Store. The empty offset reads from the start,
@@ -128,11 +120,7 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultThreadsLimit
-	}
-	limit = min(limit, maxThreadsLimit)
+	limit := q.PageLimit()
 
 	var (
 		rows *sql.Rows
@@ -151,7 +139,7 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	case q.Cursor == "":
 		rows, err = s.r.threadsStatus.QueryContext(ctx, append(ns, string(q.Status), limit+1)...)
 	default:
-		updated, id, ok := decodeCursor(q.Cursor)
+		updated, id, ok := store.DecodeThreadCursor(q.Cursor)
 		if !ok {
 			return nil, tether.Errorf(tether.CodeBadRequest, "thread cursor is malformed")
 		}
@@ -179,7 +167,7 @@ func (s *Store) Threads(ctx context.Context, q store.ThreadQuery) (*store.Thread
 	if len(page.Threads) > limit {
 		page.Threads = page.Threads[:limit]
 		last := page.Threads[limit-1]
-		page.Next = encodeCursor(millis(last.UpdatedAt), last.ID)
+		page.Next = store.EncodeThreadCursor(millis(last.UpdatedAt), last.ID)
 	}
 	return page, nil
 }
@@ -208,7 +196,7 @@ func visibleQuery(q store.ThreadQuery, limit int) (query string, args []any, ok 
 		args = append(args, string(q.Status))
 	}
 	if q.Cursor != "" {
-		updated, id, ok := decodeCursor(q.Cursor)
+		updated, id, ok := store.DecodeThreadCursor(q.Cursor)
 		if !ok {
 			return "", nil, false
 		}
@@ -225,20 +213,6 @@ func nsArgs(ns string) []any {
 		return []any{1, "", ""}
 	}
 	return []any{0, ns + ":", ns + ";"}
-}
-
-func encodeCursor(updated int64, id string) string {
-	b := make([]byte, 8, 8+len(id))
-	binary.BigEndian.PutUint64(b, uint64(updated))
-	return base64.RawURLEncoding.EncodeToString(append(b, id...))
-}
-
-func decodeCursor(c string) (updated int64, id string, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) <= 8 {
-		return 0, "", false
-	}
-	return int64(binary.BigEndian.Uint64(b)), string(b[8:]), true
 }
 
 // Run implements store.Store.
