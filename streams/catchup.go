@@ -52,26 +52,16 @@ type CatchUp struct {
 // rest, which Each reads again. It extends the stream's TTL, and returns
 // the errors of Read.
 func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, error) {
-	src, err := s.openRead(ctx, path)
+	src, c, err := s.startRead(ctx, path, offset)
 	if err != nil {
 		return nil, err
 	}
 	cu := &CatchUp{Info: src.info, JSON: src.jsonMode, s: s, src: src}
-	if offset == OffsetNow {
+	if c == nil {
 		cu.Next, cu.UpToDate, cu.Closed = wire(src.tail), true, src.closed
 		return cu, nil
 	}
-	if offset == "" {
-		offset = OffsetStart
-	}
-	p, err := src.position(offset)
-	if err != nil {
-		return nil, err
-	}
-	c := &cursor{segs: src.segs, after: p}
-	if c.i, err = s.locate(ctx, src.segs, p); err != nil {
-		return nil, src.offsetErr(offset, err)
-	}
+	p := c.after
 	pg := pager{max: s.opts.ReadBytes}
 	next, sawClose, buffering := p, false, true
 	// seg and prev say where each record is: its segment, and the

@@ -142,6 +142,31 @@ type source struct {
 	info     Info
 }
 
+// startRead opens a read of the stream at path from offset: its source
+// and a cursor at the offset, or no cursor for "now" (the tail: nothing to
+// read). The empty offset reads from the start.
+func (s *Service) startRead(ctx context.Context, path, offset string) (*source, *cursor, error) {
+	src, err := s.openRead(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if offset == OffsetNow {
+		return src, nil, nil
+	}
+	if offset == "" {
+		offset = OffsetStart
+	}
+	p, err := src.position(offset)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &cursor{segs: src.segs, after: p}
+	if c.i, err = s.locate(ctx, src.segs, p); err != nil {
+		return nil, nil, src.offsetErr(offset, err)
+	}
+	return src, c, nil
+}
+
 // openRead opens a stream to read (open) and counts the read against its
 // TTL: every read does, whatever it returns.
 func (s *Service) openRead(ctx context.Context, path string) (*source, error) {
@@ -263,26 +288,16 @@ type ReadResult struct {
 // offset that is not a position of the stream, bad_request for a
 // malformed offset or one past the tail.
 func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, error) {
-	src, err := s.openRead(ctx, path)
+	src, c, err := s.startRead(ctx, path, offset)
 	if err != nil {
 		return nil, err
 	}
 	res := &ReadResult{Info: src.info, JSON: src.jsonMode}
-	if offset == OffsetNow {
+	if c == nil {
 		res.Next, res.UpToDate, res.Closed = wire(src.tail), true, src.closed
 		return res, nil
 	}
-	if offset == "" {
-		offset = OffsetStart
-	}
-	p, err := src.position(offset)
-	if err != nil {
-		return nil, err
-	}
-	c := &cursor{segs: src.segs, after: p}
-	if c.i, err = s.locate(ctx, src.segs, p); err != nil {
-		return nil, src.offsetErr(offset, err)
-	}
+	p := c.after
 	next, size, sawClose := p, 0, false
 	pg := pager{max: s.opts.ReadBytes}
 	for {
