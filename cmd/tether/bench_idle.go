@@ -58,7 +58,10 @@ func (r *idleResult) rows() [][2]string {
 // serverMem is what /metrics says about the server's memory.
 type serverMem struct {
 	rss, heap, stack, goroutines, streams, cpu float64
-	hasCPU                                     bool // process_cpu_seconds_total was there
+	// sys is all the Go runtime mapped, released what it gave back to the
+	// OS: sys - released is the Go runtime's part of rss, about.
+	sys, released float64
+	hasCPU        bool // process_cpu_seconds_total was there
 }
 
 // metrics reads the server's memory figures from GET /metrics.
@@ -77,12 +80,14 @@ func (b *bencher) metrics(ctx context.Context) (serverMem, error) {
 	}
 	var m serverMem
 	found := map[string]*float64{
-		"process_resident_memory_bytes": &m.rss,
-		"go_memstats_heap_inuse_bytes":  &m.heap,
-		"go_memstats_stack_inuse_bytes": &m.stack,
-		"go_goroutines":                 &m.goroutines,
-		"tether_sse_streams":            &m.streams,
-		"process_cpu_seconds_total":     &m.cpu,
+		"process_resident_memory_bytes":   &m.rss,
+		"go_memstats_heap_inuse_bytes":    &m.heap,
+		"go_memstats_stack_inuse_bytes":   &m.stack,
+		"go_goroutines":                   &m.goroutines,
+		"tether_sse_streams":              &m.streams,
+		"process_cpu_seconds_total":       &m.cpu,
+		"go_memstats_sys_bytes":           &m.sys,
+		"go_memstats_heap_released_bytes": &m.released,
 	}
 	sc := bufio.NewScanner(&buf)
 	for sc.Scan() {
@@ -128,6 +133,8 @@ func (b *bencher) sampleMem(ctx context.Context, n int, interval time.Duration) 
 		stack:      med(func(m serverMem) float64 { return m.stack }),
 		goroutines: med(func(m serverMem) float64 { return m.goroutines }),
 		streams:    med(func(m serverMem) float64 { return m.streams }),
+		sys:        med(func(m serverMem) float64 { return m.sys }),
+		released:   med(func(m serverMem) float64 { return m.released }),
 	}, nil
 }
 

@@ -48,6 +48,7 @@ type runsMem struct {
 	RSSEnd         float64 `json:"rss_end_bytes"`            // right after the last run finished, streams closed
 	RSSIdle        float64 `json:"rss_idle_bytes"`           // after --settle with nothing to do
 	HeapIdle       float64 `json:"heap_inuse_idle_bytes"`    // the Go heap in use then
+	GoIdle         float64 `json:"go_runtime_idle_bytes"`    // all the Go runtime holds then (sys - released): the rest of rss is SQLite and the binary
 	PerRun         float64 `json:"rss_bytes_per_live_run"`   // (peak - subscribed) / runs
 	PerSubscriber  float64 `json:"rss_bytes_per_subscriber"` // (subscribed - start) / subscribers
 	SettleSeconds  float64 `json:"settle_seconds"`
@@ -77,8 +78,8 @@ func (r *runsResult) rows() [][2]string {
 		{"resumes", commas(r.Resumes)},
 		{"delivery (event ts → received)", r.Latency.String()},
 		{"CPU while runs ran", r.CPU.String()},
-		{"server resident memory", fmt.Sprintf("%s at start, %s with the streams open, %s peak with the runs (Go heap %s), %s when they ended, %s after %.0fs idle (Go heap %s)",
-			fmtBytes(m.RSSStart), fmtBytes(m.RSSSubscribed), fmtBytes(m.RSSPeak), fmtBytes(m.HeapPeak), fmtBytes(m.RSSEnd), fmtBytes(m.RSSIdle), m.SettleSeconds, fmtBytes(m.HeapIdle))},
+		{"server resident memory", fmt.Sprintf("%s at start, %s with the streams open, %s peak with the runs (Go heap %s), %s when they ended, %s after %.0fs idle (Go heap %s, Go runtime %s)",
+			fmtBytes(m.RSSStart), fmtBytes(m.RSSSubscribed), fmtBytes(m.RSSPeak), fmtBytes(m.HeapPeak), fmtBytes(m.RSSEnd), fmtBytes(m.RSSIdle), m.SettleSeconds, fmtBytes(m.HeapIdle), fmtBytes(m.GoIdle))},
 		{"per live run / per subscriber", fmt.Sprintf("%s / %s (resident)", fmtBytes(m.PerRun), fmtBytes(m.PerSubscriber))},
 		{"server goroutines, peak", commas(int64(m.GoroutinesPeak))},
 		{"errors", errorsCell(r.Errors, r.ErrorKinds)},
@@ -320,7 +321,7 @@ func (b *bencher) runsScenario(ctx context.Context) (result, error) {
 	}
 	r.Memory = runsMem{
 		RSSStart: start.rss, RSSSubscribed: subscribed.rss, RSSPeak: peak.rss, HeapPeak: peak.heap,
-		GoroutinesPeak: peak.goroutines, RSSEnd: end.rss, RSSIdle: idle.rss, HeapIdle: idle.heap,
+		GoroutinesPeak: peak.goroutines, RSSEnd: end.rss, RSSIdle: idle.rss, HeapIdle: idle.heap, GoIdle: idle.sys - idle.released,
 		PerRun:        (peak.rss - subscribed.rss) / float64(n),
 		PerSubscriber: (subscribed.rss - start.rss) / float64(n*m),
 		SettleSeconds: c.settle.Seconds(),
