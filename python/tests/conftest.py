@@ -20,6 +20,8 @@ from typing import Iterator, Optional
 import httpx
 import pytest
 
+from helpers import Blocking, Faults
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
@@ -108,3 +110,28 @@ def start_server(tether_bin: str, tmp_path: Path) -> Iterator:
 @pytest.fixture
 def server(start_server) -> Server:
     return start_server()
+
+
+@pytest.fixture(params=["sync", "async"])
+def connect(request: pytest.FixtureRequest) -> Iterator:
+    """Makes a client of either kind, the test running once with each: a Client, or an AsyncClient
+    called through helpers.Blocking. A ``transport`` (helpers.Faults) goes under its httpx client."""
+    from tether import AsyncClient, Client
+
+    closers: list = []
+
+    def connect(url: str, transport: Optional[Faults] = None, **kw):
+        if request.param == "sync":
+            http = httpx.Client(transport=transport) if transport else None
+            c = Client(url, http_client=http, **kw)
+            closers.extend([c.close] + ([http.close] if http else []))
+            return c
+        ahttp = httpx.AsyncClient(transport=transport) if transport else None
+        b = Blocking(AsyncClient(url, http_client=ahttp, **kw), ahttp)
+        closers.append(b.close)
+        return b
+
+    connect.kind = request.param
+    yield connect
+    for close in closers:
+        close()

@@ -1,9 +1,12 @@
-"""Helpers of the tests: reading a thread's whole log as the server has it."""
+"""Helpers of the tests: reading a thread's whole log as the server has it; the asyncio client
+called as the sync one is; faults injected into a client's requests to the real server."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Optional
 
 import httpx
 
@@ -35,3 +38,117 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30, what: str = "the cond
 def requests_in_log(server_log: str, method: str, path: str) -> int:
     """How many requests the server logged for a method and path."""
     return sum(1 for line in server_log.splitlines() if f"method={method} path={path} " in line)
+
+
+class Blocking:
+    """An :class:`tether.AsyncClient` called as a :class:`tether.Client` is: each call awaited on an
+    event loop of its own, each stream's items too; so one test runs the same steps through both."""
+
+    def __init__(self, client: Any, http: Any = None) -> None:
+        self.client = client
+        self.http = http  # an httpx.AsyncClient given to the client, closed with it
+        self.loop = asyncio.new_event_loop()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = attr(*args, **kwargs)
+            if inspect.isasyncgen(out):
+                return self._iterate(out)
+            return self.loop.run_until_complete(out)
+
+        return call if callable(attr) else attr
+
+    def _iterate(self, agen: Any) -> Iterator[Any]:
+        try:
+            while True:
+                try:
+                    yield self.loop.run_until_complete(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self.loop.run_until_complete(agen.aclose())
+
+    def close(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.run_until_complete(self.client.aclose())
+            if self.http is not None:
+                self.loop.run_until_complete(self.http.aclose())
+            self.loop.close()
+
+    def __enter__(self) -> "Blocking":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+FAULT_BODY = {"error": {"code": "unavailable", "message": "injected"}}
+
+
+class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Passes requests to the real server, but injects a fault into the next request matching each
+    ``(method, path suffix, fault)`` injected, in order: ``lose``, the server acts and its answer
+    is lost (as a cut connection would lose it); ``busy``, a 503 with ``Retry-After: 0`` instead of
+    the server's answer; ``cut``, a stream that ends right after its ``connected`` frame.
+    ``seen`` holds every request's method, path and ``Idempotency-Key``."""
+
+    def __init__(self) -> None:
+        self.faults: list[tuple[str, str, str]] = []
+        self.seen: list[tuple[str, str, Optional[str]]] = []
+        self.sync = httpx.HTTPTransport()
+        self.aio = httpx.AsyncHTTPTransport()
+
+    def inject(self, *faults: tuple[str, str, str]) -> None:
+        self.faults.extend(faults)
+
+    def paths(self, since: int = 0) -> list[str]:
+        """The paths of the requests seen, from the ``since``-th."""
+        return [p for _, p, _ in self.seen[since:]]
+
+    def _fault(self, request: httpx.Request) -> Optional[str]:
+        self.seen.append((request.method, request.url.path, request.headers.get("idempotency-key")))
+        for i, (method, suffix, fault) in enumerate(self.faults):
+            if request.method == method and request.url.path.endswith(suffix):
+                del self.faults[i]
+                return fault
+        return None
+
+    @staticmethod
+    def _instead(fault: Optional[str]) -> Optional[httpx.Response]:
+        if fault == "busy":
+            return httpx.Response(503, json=FAULT_BODY, headers={"Retry-After": "0"})
+        if fault == "cut":
+            return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=b'event: connected\ndata: {"offset":"-1"}\n\n')
+        return None
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        fault = self._fault(request)
+        instead = self._instead(fault)
+        if instead is not None:
+            return instead
+        resp = self.sync.handle_request(request)
+        if fault == "lose":
+            resp.read()
+            resp.close()
+            raise httpx.ReadError("the answer was lost", request=request)
+        return resp
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        fault = self._fault(request)
+        instead = self._instead(fault)
+        if instead is not None:
+            return instead
+        resp = await self.aio.handle_async_request(request)
+        if fault == "lose":
+            await resp.aread()
+            await resp.aclose()
+            raise httpx.ReadError("the answer was lost", request=request)
+        return resp
+
+    def close(self) -> None:
+        self.sync.close()
+
+    async def aclose(self) -> None:
+        await self.aio.aclose()

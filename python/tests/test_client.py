@@ -1,19 +1,24 @@
-"""The sync and asyncio clients against the real server."""
+"""The sync and asyncio clients against the real server.
+
+A test with ``connect`` runs twice: with a Client, and with an AsyncClient
+(called through helpers.Blocking), as the two share every step but their I/O.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
-from helpers import log_events
+from helpers import Faults, log_events
 from tether import OFFSET_START, AsyncClient, Client, Event, Snapshot, TetherError
 
 QUICK = {"demo": {"tokens": 30, "delay_ms": 2}}
 
 
-def test_threads_runs_and_final_answer(server):
-    with Client(server.url) as c:
+def test_threads_runs_and_final_answer(server, connect):
+    with connect(server.url) as c:
         th = c.create_thread("t1", metadata={"title": "first"})
         assert th.id == "t1" and th.metadata == {"title": "first"}
         assert c.create_thread("t1", metadata={"title": "first"}).id == "t1"  # same again: the same thread
@@ -39,8 +44,8 @@ def test_threads_runs_and_final_answer(server):
         assert e.value.code == "not_found"
 
 
-def test_an_idempotency_key_starts_one_run(server):
-    with Client(server.url) as c:
+def test_an_idempotency_key_starts_one_run(server, connect):
+    with connect(server.url) as c:
         c.create_thread("t1")
         a = c.create_run("t1", "hi", metadata=QUICK, idempotency_key="k1")
         b = c.create_run("t1", "hi again", metadata=QUICK, idempotency_key="k1")
@@ -48,8 +53,8 @@ def test_an_idempotency_key_starts_one_run(server):
         assert sum(1 for e in log_events(server.url, "t1") if e["type"] == "run.created") == 1
 
 
-def test_input_finds_the_open_request(server):
-    with Client(server.url) as c:
+def test_input_finds_the_open_request(server, connect):
+    with connect(server.url) as c:
         th = c.create_thread()
         run = c.create_run(th.id, "why?", metadata={"demo": {"tokens": 10, "delay_ms": 1, "ask": True}})
         for ev in c.follow(run.id):
@@ -64,8 +69,8 @@ def test_input_finds_the_open_request(server):
         assert e.value.code == "conflict"
 
 
-def test_cancel(server):
-    with Client(server.url) as c:
+def test_cancel(server, connect):
+    with connect(server.url) as c:
         th = c.create_thread()
         run = c.create_run(th.id, "long", metadata={"demo": {"tokens": 500, "delay_ms": 20}})
         seen = []
@@ -77,8 +82,8 @@ def test_cancel(server):
         assert c.get_run(run.id).run.status == "cancelled"
 
 
-def test_subscribe_starts_with_a_snapshot_and_resumes_from_its_cursor(server):
-    with Client(server.url) as c:
+def test_subscribe_starts_with_a_snapshot_and_resumes_from_its_cursor(server, connect):
+    with connect(server.url) as c:
         th = c.create_thread()
         run = c.create_run(th.id, "one", metadata=QUICK)
         list(c.follow(run.id))
@@ -98,11 +103,65 @@ def test_subscribe_starts_with_a_snapshot_and_resumes_from_its_cursor(server):
         assert states[:2] == ["connecting", "open"] and states[-1] == "closed"
 
 
-def test_a_refused_subscription_raises(server):
-    with Client(server.url) as c:
+def test_a_refused_subscription_raises(server, connect):
+    with connect(server.url) as c:
         with pytest.raises(TetherError) as e:
             next(c.subscribe("nope"))
         assert e.value.code == "not_found"
+
+
+def test_calls_are_retried_where_it_is_safe_and_a_run_starts_once(server, connect):
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        c.create_thread("t1")
+        # Two answers lost: create_run is sent three times with one key, and starts one run.
+        faults.inject(("POST", "/runs", "lose"), ("POST", "/runs", "lose"))
+        run = c.create_run("t1", "hi", metadata=QUICK)
+        keys = [k for _, p, k in faults.seen if p == "/v1/threads/t1/runs"]
+        assert len(keys) == 3 and keys[0] and len(set(keys)) == 1
+        assert sum(1 for e in log_events(server.url, "t1") if e["type"] == "run.created") == 1
+        # A 503, then a lost answer: a read is sent again until it is answered.
+        n = len(faults.seen)
+        faults.inject(("GET", "/v1/threads/t1", "busy"), ("GET", "/v1/threads/t1", "lose"))
+        assert c.snapshot("t1").run(run.id) is not None
+        assert faults.paths(n) == ["/v1/threads/t1"] * 3
+        # Five 503s: the first try and four retries, then the error with its code.
+        n = len(faults.seen)
+        faults.inject(*[("GET", "/v1/runs/" + run.id, "busy")] * 5)
+        with pytest.raises(TetherError) as e:
+            c.get_run(run.id)
+        assert (e.value.code, e.value.status) == ("unavailable", 503) and faults.paths(n) == ["/v1/runs/" + run.id] * 5
+        # A thread without an id would be made twice: a lost answer is raised, not sent again.
+        n = len(faults.seen)
+        faults.inject(("POST", "/v1/threads", "lose"))
+        with pytest.raises(httpx.ReadError):
+            c.create_thread()
+        assert faults.paths(n) == ["/v1/threads"]
+        # An answer that retrying cannot change: at once.
+        n = len(faults.seen)
+        with pytest.raises(TetherError) as e:
+            c.get_run("nope")
+        assert e.value.code == "not_found" and faults.paths(n) == ["/v1/runs/nope"]
+
+
+def test_a_stream_cut_after_connected_asks_the_server_whether_it_ended(server, connect):
+    """A run or message stream that ends right after ``connected`` (as a server's did when its run
+    had ended before the cursor) is not followed again: the client asks for the run, or the thread."""
+    faults = Faults()
+    with connect(server.url, transport=faults) as c:
+        th = c.create_thread()
+        run = c.create_run(th.id, "hi", metadata=QUICK)
+        events = list(c.follow(run.id))
+        assert events[-1].type == "run.finished"
+        n = len(faults.seen)
+        faults.inject(("GET", "/events", "cut"))
+        assert list(c.follow(run.id, after=events[-1].offset)) == []
+        assert faults.paths(n) == [f"/v1/runs/{run.id}/events", f"/v1/runs/{run.id}"]
+        mid = next(e.message_id for e in events if e.type == "message.started")
+        n = len(faults.seen)
+        faults.inject(("GET", "/events", "cut"))
+        assert list(c.subscribe(th.id, message_id=mid, after=events[-1].offset)) == []
+        assert faults.paths(n) == [f"/v1/threads/{th.id}/events", f"/v1/threads/{th.id}"]
 
 
 def test_async_client(server):
@@ -123,9 +182,9 @@ def test_async_client(server):
     asyncio.run(main())
 
 
-def test_declared_agents(start_server):
+def test_declared_agents(start_server, connect):
     server = start_server("--agents", "configured")
-    with Client(server.url) as c:
+    with connect(server.url) as c:
         c.create_thread("t1")
         with pytest.raises(TetherError) as e:
             c.create_run("t1", "hi", agent="mine")

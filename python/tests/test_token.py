@@ -197,9 +197,9 @@ def test_a_jwt_is_kept_until_shortly_before_exp() -> None:
     assert [k3.get(), k3.get()] == ["opaque-1", "opaque-2"]
 
 
-def test_rest_refreshes_once_on_401_token_expired(auth_server: AuthServer) -> None:
+def test_rest_refreshes_once_on_401_token_expired(auth_server: AuthServer, connect: Any) -> None:
     m = Minter()
-    with Client(auth_server.url, token=m) as c:
+    with connect(auth_server.url, token=m) as c:
         c.snapshot("t1")
         auth_server.expire(m.issued[0])
         c.snapshot("t1")  # refused, then sent again with a new token
@@ -210,11 +210,11 @@ def test_rest_refreshes_once_on_401_token_expired(auth_server: AuthServer) -> No
         def stale() -> str:
             return m.issued[1]
 
-    with Client(auth_server.url, token=stale) as c2:
+    with connect(auth_server.url, token=stale) as c2:
         with pytest.raises(TetherError) as e:
             c2.snapshot("t1")
         assert e.value.code == "token_expired" and e.value.status == 401
-    with Client(auth_server.url, token=m.issued[1]) as c3:
+    with connect(auth_server.url, token=m.issued[1]) as c3:
         with pytest.raises(TetherError) as e:
             c3.snapshot("t1")
         assert e.value.code == "token_expired"
@@ -224,7 +224,7 @@ class Enough(BaseException):
     """Ends the test's subscription from inside the token callable."""
 
 
-def test_a_callable_that_raises_is_a_clear_error_and_streams_back_off(auth_server: AuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_callable_that_raises_is_a_clear_error_and_streams_back_off(auth_server: AuthServer, connect: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
 
     def broken() -> str:
@@ -234,8 +234,15 @@ def test_a_callable_that_raises_is_a_clear_error_and_streams_back_off(auth_serve
         raise RuntimeError("login service unreachable")
 
     sleeps: list[float] = []
-    monkeypatch.setattr("tether.client.time.sleep", sleeps.append)
-    with Client(auth_server.url, token=broken) as c:
+    if connect.kind == "sync":
+        monkeypatch.setattr("tether.client.time.sleep", sleeps.append)
+    else:
+
+        async def sleep(d: float) -> None:
+            sleeps.append(d)
+
+        monkeypatch.setattr("tether.aio.asyncio.sleep", sleep)
+    with connect(auth_server.url, token=broken) as c:
         with pytest.raises(TetherError) as e:
             c.snapshot("t1")
         assert e.value.code == "token_unavailable" and e.value.status == 0

@@ -1,9 +1,8 @@
 """The REST calls of the protocol (docs/protocol.md §4), apart from their I/O.
 
 Each function returns a :class:`Call`: what to send, how to read the
-answer, and which failures may be retried. :class:`tether.Client` and
-:class:`tether.AsyncClient` send them, each with its own httpx client, so
-both speak the protocol the same way.
+answer, and which failures may be retried. ``tether._core`` sends them the
+same way for :class:`tether.Client` and :class:`tether.AsyncClient`.
 """
 
 from __future__ import annotations
@@ -29,6 +28,9 @@ MAX_RETRIES = 4
 
 T = TypeVar("T")
 
+Prompt = Union[str, Sequence[Mapping[str, Any]], None]
+"""A run's input: the user's message, or a list of ``{"role", "content"}`` input messages."""
+
 
 def _none(v: Any) -> None:
     return None
@@ -44,6 +46,12 @@ class Call(Generic[T]):
     params: Optional[dict[str, str]] = None
     headers: dict[str, str] = field(default_factory=dict)
     retry: str = SAFE
+
+    def read(self, r: httpx.Response) -> T:
+        """The result of a 2xx answer: its JSON, typed (``parse(None)`` for one without a body)."""
+        if r.status_code == 204 or not r.content:
+            return self.parse(None)
+        return self.parse(r.json())
 
 
 def seg(s: str) -> str:
@@ -73,7 +81,7 @@ def encode(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def user_input(prompt: Union[str, Sequence[Mapping[str, Any]], None]) -> dict[str, Any]:
+def user_input(prompt: Prompt) -> dict[str, Any]:
     """A run's input from a prompt (one user message) or a list of ``{role, content}`` messages."""
     if prompt is None:
         return {"messages": []}
@@ -112,7 +120,7 @@ def delete_thread(thread_id: str) -> Call[None]:
 
 def create_run(
     thread_id: str,
-    prompt: Union[str, Sequence[Mapping[str, Any]], None],
+    prompt: Prompt,
     agent: Optional[str],
     metadata: Optional[Mapping[str, Any]],
     multitask: Optional[str],

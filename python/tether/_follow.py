@@ -1,11 +1,11 @@
 """The state of a subscription, apart from its I/O.
 
-The sync and the asyncio clients run the same loop: connect with
-:meth:`Follower.request`, hand every frame to :meth:`Follower.frame`, and
-after the connection ends ask :meth:`Follower.after_connection` whether to
-stop, raise, or wait and reconnect. So they resume the same way: from the
-last offset they yielded (``Last-Event-ID``), skipping anything at or
-before it, ending a run or message subscription at its end.
+A subscription (``tether._core``) connects with :meth:`Follower.request`,
+hands every frame to :meth:`Follower.frame`, and after the connection ends
+asks :meth:`Follower.needs_end_check` whether the server must be asked if
+the run or message ended. So it resumes from the last offset it yielded
+(``Last-Event-ID``), skipping anything at or before it, and ends a run or
+message subscription at its end.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ DEFAULT_HEARTBEAT = 15.0
 
 STALL_FACTOR = 3
 """A stream silent for this many heartbeats is dead."""
+
+StateCallback = Callable[[str, str], None]
+"""Called with a subscription's new state (``connecting``, ``open``, ``reconnecting``, ``closed``) and its cursor."""
 
 
 def backoff(attempt: int, lo: float, hi: float) -> float:
@@ -59,7 +62,7 @@ class Follower:
         message_id: Optional[str],
         types: Optional[list[str]],
         after: Optional[str],
-        on_state: Optional[Callable[[str, str], None]] = None,
+        on_state: Optional[StateCallback] = None,
     ) -> None:
         if not thread_id and not run_id:
             raise ValueError("subscribe needs a thread_id or a run_id")

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import httpx
 
 from . import _api
-from ._follow import backoff
 from .errors import CONFLICT, GONE, LEASE_LOST, NOT_FOUND, FORBIDDEN, UNAUTHORIZED, TetherError
 from .types import JSON, Event, Run, Snapshot
 
@@ -203,7 +202,7 @@ class RunTransport:
         whose answers were lost."""
         attempt = 0
         while True:
-            wait = 0.0
+            answer: Optional[httpx.Response] = None
             try:
                 r = await self.c._post(path, body, headers, timeout=max(self.ttl / 2, 5.0))
             except httpx.TransportError as e:
@@ -213,14 +212,14 @@ class RunTransport:
                     if r.status_code != 204:
                         self.renewed = time.monotonic()
                     return r
-                if not (r.status_code >= 500 or r.status_code in (408, 429)):
+                if not _api.retryable(r.status_code, _api.SAFE):
                     return r
                 err = TetherError.from_response(r.status_code, r.content, r.headers)
-                wait = _api.retry_after(r.headers)
+                answer = r
             if time.monotonic() > self.renewed + 2 * self.ttl:
                 self.stop(LEASE_GONE)
                 raise TetherError(LEASE_LOST, "the lease expired while the server could not be reached")
-            d = max(backoff(attempt, self.c._min, self.c._max), min(wait, self.c._max))
+            d = self.c._retry_delay(attempt, answer)
             attempt += 1
             self.log.warning("tether worker: %s failed (%s); retrying in %.1fs", path, err, d)
             await asyncio.sleep(d)
@@ -272,7 +271,7 @@ class RunTransport:
                     self.stop(RUN_ENDED)
                     return
                 # A refusal (a token that may not read the run): keep trying, slowly.
-                d = backoff(attempt, self.c._min, self.c._max)
+                d = self.c._backoff(attempt)
                 attempt += 1
                 self.log.warning("tether worker: following run %s failed (%s); retrying in %.1fs", self.run.id, e, d)
                 await asyncio.sleep(d)

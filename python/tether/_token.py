@@ -47,6 +47,10 @@ def jwt_expiry(token: str) -> Optional[float]:
     return float(exp)
 
 
+def _unavailable(e: Exception) -> TetherError:
+    return TetherError(TOKEN_UNAVAILABLE, f"the token callable failed: {e or type(e).__name__}")
+
+
 class TokenKeeper:
     """Holds a client's token; :meth:`get` (sync) and :meth:`aget` (asyncio) call the callable when needed."""
 
@@ -95,7 +99,7 @@ class TokenKeeper:
                     getattr(t, "close", lambda: None)()  # never awaited: no warning about it
                     raise TypeError("an async token callable needs AsyncClient")
             except Exception as e:
-                raise TetherError(TOKEN_UNAVAILABLE, f"the token callable failed: {e or type(e).__name__}") from e
+                raise _unavailable(e) from e
             return self._keep(t)
 
     async def aget(self) -> Optional[str]:
@@ -113,7 +117,7 @@ class TokenKeeper:
                 if inspect.isawaitable(t):
                     t = await t
             except Exception as e:
-                raise TetherError(TOKEN_UNAVAILABLE, f"the token callable failed: {e or type(e).__name__}") from e
+                raise _unavailable(e) from e
             return self._keep(t)
 
     def expired(self, token: Optional[str]) -> None:

@@ -1,36 +1,27 @@
-"""The asyncio client: :class:`AsyncClient`, the twin of :class:`tether.Client`."""
+"""The asyncio client: :class:`AsyncClient`, the twin of :class:`tether.Client`.
+
+What a call sends, reads, retries and resumes is ``tether._core``'s, shared
+with the twin; this class does its I/O with ``await``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union
+from contextlib import aclosing
+from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Optional, Sequence
 
 import httpx
 
 from . import _api
-from ._api import Call, T
-from ._follow import Follower, Outcome, backoff
-from ._sse import FrameTooLarge, SSEParser
-from ._token import TokenKeeper, TokenSource, auth_header, is_token_expired
-from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
-from .types import (
-    JSON,
-    OFFSET_START,
-    Agent,
-    Event,
-    FinalAnswer,
-    Run,
-    RunSnapshot,
-    Snapshot,
-    Thread,
-    ThreadPage,
-    Update,
-)
-
-from .client import DEFAULT_URL, Prompt, StateCallback, stream_timeout
+from ._api import Prompt, T
+from ._core import ClientCore, CloseStream, Emit, GetToken, Plan, ReadBody, ReadChunk, Send, Sleep, Stepper
+from ._follow import StateCallback
+from ._token import TokenSource
+from .client import DEFAULT_URL
+from .types import JSON, OFFSET_START, Agent, Event, FinalAnswer, Run, RunSnapshot, Snapshot, Thread, ThreadPage, Update
 
 
-class AsyncClient:
+class AsyncClient(ClientCore):
     """An asyncio client of a Tether server: :class:`tether.Client` with ``await``.
 
     ``AsyncClient("http://127.0.0.1:8080", token="...")``; use it as
@@ -71,10 +62,7 @@ class AsyncClient:
         max_backoff: float = 5.0,
         http_client: Optional[httpx.AsyncClient] = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._auth = TokenKeeper(token)
-        self._timeout = timeout
-        self._min, self._max = min_backoff, max(max_backoff, min_backoff)
+        super().__init__(base_url, token, timeout, min_backoff, max_backoff)
         self._own = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
 
@@ -89,75 +77,77 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # -- REST
+    # -- I/O: the steps of a plan
 
-    async def _send(self, method: str, url: str, *, headers: Mapping[str, str], **kw: Any) -> httpx.Response:
-        """One request with the token; a 401 ``token_expired`` is sent once more with a new one."""
-        token = await self._auth.aget()
-        r = await self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
-        if self._auth.refreshable and is_token_expired(r.status_code, r.content):
-            self._auth.expired(token)
-            token = await self._auth.aget()
-            r = await self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
-        return r
+    async def _drive(self, p: Stepper[Any]) -> AsyncGenerator[Any, None]:
+        """Does the steps of a plan, awaiting each, and yields what it emits."""
+        stream: Optional[httpx.Response] = None
+        chunks: Optional[AsyncIterator[bytes]] = None
+        try:
+            for step in p:
+                if isinstance(step, Emit):
+                    yield step.value
+                    continue
+                try:
+                    if isinstance(step, GetToken):
+                        p.reply = await self._auth.aget()
+                    elif isinstance(step, Send):
+                        p.reply = r = await self._http.send(step.build(self._http), stream=step.stream)
+                        if step.stream:
+                            stream, chunks = r, r.aiter_bytes()
+                    elif isinstance(step, ReadChunk) and chunks is not None:
+                        p.reply = await anext(chunks, None)
+                    elif isinstance(step, ReadBody) and stream is not None:
+                        p.reply = await stream.aread()
+                        await stream.aclose()
+                        stream = None
+                    elif isinstance(step, CloseStream) and stream is not None:
+                        await stream.aclose()
+                        stream = None
+                    elif isinstance(step, Sleep):
+                        await asyncio.sleep(step.seconds)
+                except Exception as e:
+                    p.error = e
+        finally:
+            if stream is not None:
+                await stream.aclose()
+            p.close()
 
-    async def _do(self, c: Call[T]) -> T:
-        body = _api.encode(c.body) if c.body is not None else None
-        headers = {"Accept": "application/json", **c.headers}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        for attempt in range(_api.MAX_RETRIES + 1):
-            wait = 0.0
-            try:
-                r = await self._send(c.method, self.base_url + c.path, content=body, params=c.params, headers=headers, timeout=self._timeout)
-            except httpx.TransportError as e:
-                if attempt == _api.MAX_RETRIES or not _api.retryable_transport(e, c.retry):
-                    raise
-            else:
-                if r.status_code // 100 == 2:
-                    if r.status_code == 204 or not r.content:
-                        return c.parse(None)
-                    return c.parse(r.json())
-                err = TetherError.from_response(r.status_code, r.content, r.headers)
-                if attempt == _api.MAX_RETRIES or not _api.retryable(r.status_code, c.retry):
-                    raise err
-                wait = _api.retry_after(r.headers)
-            await asyncio.sleep(max(backoff(attempt, self._min, self._max), min(wait, self._max)))
-        raise AssertionError("unreachable")
+    async def _run(self, plan: Plan[T]) -> T:
+        """A plan's result, its steps done (a call emits nothing)."""
+        p = Stepper(plan)
+        async for _ in self._drive(p):
+            pass
+        return p.result
 
     async def _post(self, path: str, body: Optional[bytes], headers: Mapping[str, str], timeout: float) -> httpx.Response:
-        """One POST, no retries: the worker's appends and heartbeats retry by their own rules."""
-        h = {"Accept": "application/json", **headers}
-        if body is not None:
-            h["Content-Type"] = "application/json"
-        return await self._send("POST", self.base_url + path, content=body, headers=h, timeout=timeout)
+        """One POST with the token, no retries: the worker's appends and heartbeats retry by their own rules."""
+        r, _ = await self._run(self._send(self._request("POST", path, body, headers, timeout=timeout)))
+        return r
+
+    # -- REST
 
     async def create_thread(self, id: Optional[str] = None, *, metadata: Optional[Mapping[str, Any]] = None) -> Thread:
         """Creates a thread (the server names it unless ``id`` is given); the same id and metadata again return it."""
-        return await self._do(_api.create_thread(id, metadata))
+        return await self._run(self._rest(_api.create_thread(id, metadata)))
 
     async def list_threads(self, *, status: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> ThreadPage:
         """One page of threads, most recently updated first."""
-        return await self._do(_api.list_threads(status, limit, cursor))
+        return await self._run(self._rest(_api.list_threads(status, limit, cursor)))
 
     async def threads(self, *, status: Optional[str] = None) -> AsyncIterator[Thread]:
         """Every thread (or every one with ``status``), page after page."""
-        cursor: Optional[str] = None
-        while True:
-            page = await self.list_threads(status=status, limit=100, cursor=cursor)
-            for t in page.threads:
+        async with aclosing(self._drive(Stepper(self._threads(status)))) as threads:
+            async for t in threads:
                 yield t
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
 
     async def snapshot(self, thread_id: str) -> Snapshot:
         """The thread's state (runs, messages) as of an offset: subscribe ``after`` it to go on."""
-        return await self._do(_api.snapshot(thread_id))
+        return await self._run(self._rest(_api.snapshot(thread_id)))
 
     async def delete_thread(self, thread_id: str) -> None:
         """Deletes a thread, its log and its runs."""
-        await self._do(_api.delete_thread(thread_id))
+        await self._run(self._rest(_api.delete_thread(thread_id)))
 
     async def create_run(
         self,
@@ -177,15 +167,15 @@ class AsyncClient:
         thread has an active run), ``enqueue`` or ``interrupt``. A repeated
         ``idempotency_key`` returns the first run instead of starting another.
         """
-        return await self._do(_api.create_run(thread_id, prompt, agent, metadata, multitask, idempotency_key))
+        return await self._run(self._rest(_api.create_run(thread_id, prompt, agent, metadata, multitask, idempotency_key)))
 
     async def get_run(self, run_id: str) -> RunSnapshot:
         """A run and its messages."""
-        return await self._do(_api.get_run(run_id))
+        return await self._run(self._rest(_api.get_run(run_id)))
 
     async def cancel(self, run_id: str) -> Run:
         """Asks to cancel a run; it ends ``cancelled`` once its worker confirms (or the server's grace runs out)."""
-        return await self._do(_api.cancel(run_id))
+        return await self._run(self._rest(_api.cancel(run_id)))
 
     async def submit_input(self, run_id: str, value: JSON, *, request_id: Optional[str] = None) -> Run:
         """Answers what a waiting run asks (its ``run.waiting`` request).
@@ -193,28 +183,23 @@ class AsyncClient:
         Without ``request_id`` the run's open request is looked up; a run that
         waits for nothing raises a ``conflict`` :class:`TetherError`.
         """
-        if request_id is None:
-            run = (await self.get_run(run_id)).run
-            if run.request is None:
-                raise TetherError(CONFLICT, f"run {run_id} is {run.status}, not waiting for input")
-            request_id = run.request.id
-        return await self._do(_api.submit_input(run_id, request_id, value))
+        return await self._run(self._submit_input(run_id, value, request_id))
 
     async def final_answer(self, thread_id: str, *, run_id: Optional[str] = None) -> FinalAnswer:
         """The whole text of the latest run's answer (or ``run_id``'s), however its stream went."""
-        return await self._do(_api.final_answer(thread_id, run_id))
+        return await self._run(self._rest(_api.final_answer(thread_id, run_id)))
 
     async def list_agents(self) -> list[Agent]:
         """The agent names the server accepts runs for: in-process, declared, and claimed lately by workers."""
-        return await self._do(_api.list_agents())
+        return await self._run(self._rest(_api.list_agents()))
 
     async def declare_agent(self, name: str) -> Agent:
         """Declares an external agent name (admin), so runs of it are accepted before any worker claims."""
-        return await self._do(_api.declare_agent(name))
+        return await self._run(self._rest(_api.declare_agent(name)))
 
     async def forget_agent(self, name: str) -> None:
         """Removes a declaration made with :meth:`declare_agent` (admin)."""
-        await self._do(_api.forget_agent(name))
+        await self._run(self._rest(_api.forget_agent(name)))
 
     # -- streams
 
@@ -244,91 +229,12 @@ class AsyncClient:
         consumer stops. Answers that retrying cannot change (400, 401, 403,
         404…) raise :class:`TetherError`.
         """
-        f = Follower(thread_id, run_id, message_id, list(types) if types else None, after, on_state)
-        f.set_state("connecting")
-        attempt = asked = 0
-        try:
-            while True:
-                o = Outcome()
-                async for u in self._connect(f, o):
-                    yield u
-                if o.token_expired:
-                    self._auth.expired(o.token)
-                if o.stop:
-                    return
-                if o.fatal:
-                    assert o.error is not None
-                    raise o.error
-                if o.connected:
-                    attempt = 0
-                if f.needs_end_check(o):
-                    try:
-                        f.note_ended(await self._end_check(f))
-                    except (TetherError, httpx.TransportError):
-                        pass
-                    if f.done:
-                        return
-                f.set_state("reconnecting")
-                # At once when the server asks, but not twice in a row without an event between.
-                if o.now and (asked == 0 or o.yielded > 0):
-                    asked += 1
-                    continue
-                asked = 0
-                await asyncio.sleep(backoff(attempt, self._min, self._max))
-                attempt += 1
-        finally:
-            f.set_state("closed")
-
-    async def _end_check(self, f: Follower) -> Optional[Snapshot]:
-        if f.run_id and not f.message_id or f.msg_run:
-            rs = await self.get_run(f.msg_run or f.run_id or "")
-            return Snapshot(Thread.from_json({"id": rs.run.thread_id}), (rs.run,), rs.messages, rs.offset)
-        if f.thread_id:
-            return await self.snapshot(f.thread_id)
-        return None
-
-    async def _connect(self, f: Follower, o: Outcome) -> AsyncIterator[Update]:
-        path, headers = f.request()
-        try:
-            o.token = await self._auth.aget()
-            for again in (False, True):
-                h = {**auth_header(o.token), **headers}
-                async with self._http.stream("GET", self.base_url + path, headers=h, timeout=stream_timeout(f.read_timeout)) as resp:
-                    if resp.status_code != 200:
-                        body = await resp.aread()
-                        if not again and self._auth.refreshable and is_token_expired(resp.status_code, body):
-                            self._auth.expired(o.token)
-                            o.token = await self._auth.aget()
-                            continue
-                        err = TetherError.from_response(resp.status_code, body, resp.headers)
-                        o.error, o.fatal = err, not _api.retryable(resp.status_code, _api.SAFE)
-                        return
-                    ctype = resp.headers.get("content-type", "").split(";")[0].strip()
-                    if ctype != "text/event-stream":
-                        o.error, o.fatal = StreamError(INTERNAL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
-                        return
-                    p = SSEParser()
-                    async for chunk in resp.aiter_bytes():
-                        for fr in p.feed(chunk):
-                            u = f.frame(fr.event, fr.data, fr.id, fr.has_data, o)
-                            if o.fatal:
-                                return
-                            if u is not None:
-                                yield u
-                                if f.done:
-                                    o.stop = True
-                            if o.stop or o.now:
-                                return
-                    return
-        except FrameTooLarge as e:
-            o.error, o.fatal = StreamError(TOO_LARGE, str(e)), True
-        except httpx.TransportError as e:
-            o.error = e
-        except TetherError as e:  # the token callable raised: retried with the backoff
-            o.error = e
+        async with aclosing(self._drive(Stepper(self._subscribe(thread_id, run_id, message_id, types, after, on_state)))) as updates:
+            async for u in updates:
+                yield u
 
     async def follow(self, run_id: str, *, after: str = OFFSET_START, on_state: Optional[StateCallback] = None) -> AsyncIterator[Event]:
         """The events of one run, from its start (or ``after`` an offset) to its ``run.finished``."""
-        async for u in self.subscribe(run_id=run_id, after=after, on_state=on_state):
-            if isinstance(u, Event):
-                yield u
+        async with aclosing(self._drive(Stepper(self._subscribe(None, run_id, None, None, after, on_state, events_only=True)))) as events:
+            async for ev in events:
+                yield ev

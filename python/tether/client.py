@@ -1,44 +1,28 @@
-"""The synchronous client: :class:`Client`. Its asyncio twin is :class:`tether.AsyncClient`."""
+"""The synchronous client: :class:`Client`. Its asyncio twin is :class:`tether.AsyncClient`.
+
+What a call sends, reads, retries and resumes is ``tether._core``'s, shared
+with the twin; this class does its I/O with blocking calls.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import httpx
 
 from . import _api
-from ._api import Call, T
-from ._follow import Follower, Outcome, backoff
-from ._sse import FrameTooLarge, SSEParser
-from ._token import TokenKeeper, TokenSource, auth_header, is_token_expired
-from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
-from .types import (
-    JSON,
-    OFFSET_START,
-    Agent,
-    Event,
-    FinalAnswer,
-    Run,
-    RunSnapshot,
-    Snapshot,
-    Thread,
-    ThreadPage,
-    Update,
-)
+from ._api import Prompt as Prompt
+from ._api import T
+from ._core import ClientCore, CloseStream, Emit, GetToken, Plan, ReadBody, ReadChunk, Send, Sleep, Stepper
+from ._follow import StateCallback as StateCallback
+from ._token import TokenSource
+from .types import JSON, OFFSET_START, Agent, Event, FinalAnswer, Run, RunSnapshot, Snapshot, Thread, ThreadPage, Update
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
-Prompt = Union[str, Sequence[Mapping[str, Any]], None]
-StateCallback = Callable[[str, str], None]
-"""Called with a subscription's new state (``connecting``, ``open``, ``reconnecting``, ``closed``) and its cursor."""
 
-
-def stream_timeout(read: float) -> httpx.Timeout:
-    return httpx.Timeout(connect=10.0, read=read, write=10.0, pool=10.0)
-
-
-class Client:
+class Client(ClientCore):
     """A client of a Tether server; safe to use from several threads.
 
     ``Client("http://127.0.0.1:8080", token="...")``. REST calls that fail
@@ -78,10 +62,7 @@ class Client:
         max_backoff: float = 5.0,
         http_client: Optional[httpx.Client] = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._auth = TokenKeeper(token)
-        self._timeout = timeout
-        self._min, self._max = min_backoff, max(max_backoff, min_backoff)
+        super().__init__(base_url, token, timeout, min_backoff, max_backoff)
         self._own = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
 
@@ -96,67 +77,70 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- I/O: the steps of a plan
+
+    def _drive(self, p: Stepper[Any]) -> Iterator[Any]:
+        """Does the steps of a plan, blocking, and yields what it emits."""
+        stream: Optional[httpx.Response] = None
+        chunks: Iterator[bytes] = iter(())
+        try:
+            for step in p:
+                if isinstance(step, Emit):
+                    yield step.value
+                    continue
+                try:
+                    if isinstance(step, GetToken):
+                        p.reply = self._auth.get()
+                    elif isinstance(step, Send):
+                        p.reply = r = self._http.send(step.build(self._http), stream=step.stream)
+                        if step.stream:
+                            stream, chunks = r, r.iter_bytes()
+                    elif isinstance(step, ReadChunk):
+                        p.reply = next(chunks, None)
+                    elif isinstance(step, ReadBody) and stream is not None:
+                        p.reply = stream.read()
+                        stream.close()
+                        stream = None
+                    elif isinstance(step, CloseStream) and stream is not None:
+                        stream.close()
+                        stream = None
+                    elif isinstance(step, Sleep):
+                        time.sleep(step.seconds)
+                except Exception as e:
+                    p.error = e
+        finally:
+            if stream is not None:
+                stream.close()
+            p.close()
+
+    def _run(self, plan: Plan[T]) -> T:
+        """A plan's result, its steps done (a call emits nothing)."""
+        p = Stepper(plan)
+        for _ in self._drive(p):
+            pass
+        return p.result
+
     # -- REST
-
-    def _send(self, method: str, url: str, *, headers: Mapping[str, str], **kw: Any) -> httpx.Response:
-        """One request with the token; a 401 ``token_expired`` is sent once more with a new one."""
-        token = self._auth.get()
-        r = self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
-        if self._auth.refreshable and is_token_expired(r.status_code, r.content):
-            self._auth.expired(token)
-            token = self._auth.get()
-            r = self._http.request(method, url, headers={**auth_header(token), **headers}, **kw)
-        return r
-
-    def _do(self, c: Call[T]) -> T:
-        body = _api.encode(c.body) if c.body is not None else None
-        headers = {"Accept": "application/json", **c.headers}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        for attempt in range(_api.MAX_RETRIES + 1):
-            wait = 0.0
-            try:
-                r = self._send(c.method, self.base_url + c.path, content=body, params=c.params, headers=headers, timeout=self._timeout)
-            except httpx.TransportError as e:
-                if attempt == _api.MAX_RETRIES or not _api.retryable_transport(e, c.retry):
-                    raise
-            else:
-                if r.status_code // 100 == 2:
-                    if r.status_code == 204 or not r.content:
-                        return c.parse(None)
-                    return c.parse(r.json())
-                err = TetherError.from_response(r.status_code, r.content, r.headers)
-                if attempt == _api.MAX_RETRIES or not _api.retryable(r.status_code, c.retry):
-                    raise err
-                wait = _api.retry_after(r.headers)
-            time.sleep(max(backoff(attempt, self._min, self._max), min(wait, self._max)))
-        raise AssertionError("unreachable")
 
     def create_thread(self, id: Optional[str] = None, *, metadata: Optional[Mapping[str, Any]] = None) -> Thread:
         """Creates a thread (the server names it unless ``id`` is given); the same id and metadata again return it."""
-        return self._do(_api.create_thread(id, metadata))
+        return self._run(self._rest(_api.create_thread(id, metadata)))
 
     def list_threads(self, *, status: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> ThreadPage:
         """One page of threads, most recently updated first."""
-        return self._do(_api.list_threads(status, limit, cursor))
+        return self._run(self._rest(_api.list_threads(status, limit, cursor)))
 
     def threads(self, *, status: Optional[str] = None) -> Iterator[Thread]:
         """Every thread (or every one with ``status``), page after page."""
-        cursor: Optional[str] = None
-        while True:
-            page = self.list_threads(status=status, limit=100, cursor=cursor)
-            yield from page.threads
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        yield from self._drive(Stepper(self._threads(status)))
 
     def snapshot(self, thread_id: str) -> Snapshot:
         """The thread's state (runs, messages) as of an offset: subscribe ``after`` it to go on."""
-        return self._do(_api.snapshot(thread_id))
+        return self._run(self._rest(_api.snapshot(thread_id)))
 
     def delete_thread(self, thread_id: str) -> None:
         """Deletes a thread, its log and its runs."""
-        self._do(_api.delete_thread(thread_id))
+        self._run(self._rest(_api.delete_thread(thread_id)))
 
     def create_run(
         self,
@@ -176,15 +160,15 @@ class Client:
         thread has an active run), ``enqueue`` or ``interrupt``. A repeated
         ``idempotency_key`` returns the first run instead of starting another.
         """
-        return self._do(_api.create_run(thread_id, prompt, agent, metadata, multitask, idempotency_key))
+        return self._run(self._rest(_api.create_run(thread_id, prompt, agent, metadata, multitask, idempotency_key)))
 
     def get_run(self, run_id: str) -> RunSnapshot:
         """A run and its messages."""
-        return self._do(_api.get_run(run_id))
+        return self._run(self._rest(_api.get_run(run_id)))
 
     def cancel(self, run_id: str) -> Run:
         """Asks to cancel a run; it ends ``cancelled`` once its worker confirms (or the server's grace runs out)."""
-        return self._do(_api.cancel(run_id))
+        return self._run(self._rest(_api.cancel(run_id)))
 
     def submit_input(self, run_id: str, value: JSON, *, request_id: Optional[str] = None) -> Run:
         """Answers what a waiting run asks (its ``run.waiting`` request).
@@ -192,28 +176,23 @@ class Client:
         Without ``request_id`` the run's open request is looked up; a run that
         waits for nothing raises a ``conflict`` :class:`TetherError`.
         """
-        if request_id is None:
-            run = self.get_run(run_id).run
-            if run.request is None:
-                raise TetherError(CONFLICT, f"run {run_id} is {run.status}, not waiting for input")
-            request_id = run.request.id
-        return self._do(_api.submit_input(run_id, request_id, value))
+        return self._run(self._submit_input(run_id, value, request_id))
 
     def final_answer(self, thread_id: str, *, run_id: Optional[str] = None) -> FinalAnswer:
         """The whole text of the latest run's answer (or ``run_id``'s), however its stream went."""
-        return self._do(_api.final_answer(thread_id, run_id))
+        return self._run(self._rest(_api.final_answer(thread_id, run_id)))
 
     def list_agents(self) -> list[Agent]:
         """The agent names the server accepts runs for: in-process, declared, and claimed lately by workers."""
-        return self._do(_api.list_agents())
+        return self._run(self._rest(_api.list_agents()))
 
     def declare_agent(self, name: str) -> Agent:
         """Declares an external agent name (admin), so runs of it are accepted before any worker claims."""
-        return self._do(_api.declare_agent(name))
+        return self._run(self._rest(_api.declare_agent(name)))
 
     def forget_agent(self, name: str) -> None:
         """Removes a declaration made with :meth:`declare_agent` (admin)."""
-        self._do(_api.forget_agent(name))
+        self._run(self._rest(_api.forget_agent(name)))
 
     # -- streams
 
@@ -243,90 +222,8 @@ class Client:
         consumer stops. Answers that retrying cannot change (400, 401, 403,
         404…) raise :class:`TetherError`.
         """
-        f = Follower(thread_id, run_id, message_id, list(types) if types else None, after, on_state)
-        f.set_state("connecting")
-        attempt = asked = 0
-        try:
-            while True:
-                o = Outcome()
-                yield from self._connect(f, o)
-                if o.token_expired:
-                    self._auth.expired(o.token)
-                if o.stop:
-                    return
-                if o.fatal:
-                    assert o.error is not None
-                    raise o.error
-                if o.connected:
-                    attempt = 0
-                if f.needs_end_check(o):
-                    try:
-                        f.note_ended(self._end_check(f))
-                    except (TetherError, httpx.TransportError):
-                        pass
-                    if f.done:
-                        return
-                f.set_state("reconnecting")
-                # At once when the server asks, but not twice in a row without an event between.
-                if o.now and (asked == 0 or o.yielded > 0):
-                    asked += 1
-                    continue
-                asked = 0
-                time.sleep(backoff(attempt, self._min, self._max))
-                attempt += 1
-        finally:
-            f.set_state("closed")
-
-    def _end_check(self, f: Follower) -> Optional[Snapshot]:
-        if f.run_id and not f.message_id or f.msg_run:
-            rs = self.get_run(f.msg_run or f.run_id or "")
-            return Snapshot(Thread.from_json({"id": rs.run.thread_id}), (rs.run,), rs.messages, rs.offset)
-        if f.thread_id:
-            return self.snapshot(f.thread_id)
-        return None
-
-    def _connect(self, f: Follower, o: Outcome) -> Iterator[Update]:
-        path, headers = f.request()
-        try:
-            o.token = self._auth.get()
-            for again in (False, True):
-                h = {**auth_header(o.token), **headers}
-                with self._http.stream("GET", self.base_url + path, headers=h, timeout=stream_timeout(f.read_timeout)) as resp:
-                    if resp.status_code != 200:
-                        body = resp.read()
-                        if not again and self._auth.refreshable and is_token_expired(resp.status_code, body):
-                            self._auth.expired(o.token)
-                            o.token = self._auth.get()
-                            continue
-                        err = TetherError.from_response(resp.status_code, body, resp.headers)
-                        o.error, o.fatal = err, not _api.retryable(resp.status_code, _api.SAFE)
-                        return
-                    ctype = resp.headers.get("content-type", "").split(";")[0].strip()
-                    if ctype != "text/event-stream":
-                        o.error, o.fatal = StreamError(INTERNAL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
-                        return
-                    p = SSEParser()
-                    for chunk in resp.iter_bytes():
-                        for fr in p.feed(chunk):
-                            u = f.frame(fr.event, fr.data, fr.id, fr.has_data, o)
-                            if o.fatal:
-                                return
-                            if u is not None:
-                                yield u
-                                if f.done:
-                                    o.stop = True
-                            if o.stop or o.now:
-                                return
-                    return
-        except FrameTooLarge as e:
-            o.error, o.fatal = StreamError(TOO_LARGE, str(e)), True
-        except httpx.TransportError as e:
-            o.error = e
-        except TetherError as e:  # the token callable raised: retried with the backoff
-            o.error = e
+        yield from self._drive(Stepper(self._subscribe(thread_id, run_id, message_id, types, after, on_state)))
 
     def follow(self, run_id: str, *, after: str = OFFSET_START, on_state: Optional[StateCallback] = None) -> Iterator[Event]:
         """The events of one run, from its start (or ``after`` an offset) to its ``run.finished``."""
-        for u in self.subscribe(run_id=run_id, after=after, on_state=on_state):
-            if isinstance(u, Event):
-                yield u
+        yield from self._drive(Stepper(self._subscribe(None, run_id, None, None, after, on_state, events_only=True)))

@@ -9,7 +9,7 @@ adds are never lost to an older client.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import Any, Callable, Literal, Mapping, Optional, TypeVar, Union
 
 JSON = Any
 """Any JSON value, as ``json.loads`` returns it."""
@@ -31,8 +31,16 @@ OFFSET_NOW = "now"
 """The cursor of a log's tail: subscribe from it for new events only."""
 
 
+_T = TypeVar("_T")
+
+
 def _obj(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
+
+
+def _each(v: Any, read: Callable[[Any], _T]) -> tuple[_T, ...]:
+    """A JSON list read item by item; empty if ``v`` is not a list."""
+    return tuple(read(x) for x in v) if isinstance(v, list) else ()
 
 
 @dataclass(frozen=True)
@@ -192,14 +200,13 @@ class Message:
     @classmethod
     def from_json(cls, v: Any) -> "Message":
         o = _obj(v)
-        parts = o.get("parts")
         return cls(
             id=str(o.get("id", "")),
             thread_id=str(o.get("thread_id", "")),
             run_id=str(o.get("run_id", "")),
             role=str(o.get("role", "")),
             status=str(o.get("status", "")),
-            parts=tuple(Part.from_json(p) for p in parts) if isinstance(parts, list) else (),
+            parts=_each(o.get("parts"), Part.from_json),
             metadata=dict(_obj(o.get("metadata"))),
             raw=dict(o),
         )
@@ -222,12 +229,10 @@ class Snapshot:
     @classmethod
     def from_json(cls, v: Any) -> "Snapshot":
         o = _obj(v)
-        runs = o.get("runs")
-        msgs = o.get("messages")
         return cls(
             thread=Thread.from_json(o.get("thread")),
-            runs=tuple(Run.from_json(r) for r in runs) if isinstance(runs, list) else (),
-            messages=tuple(Message.from_json(m) for m in msgs) if isinstance(msgs, list) else (),
+            runs=_each(o.get("runs"), Run.from_json),
+            messages=_each(o.get("messages"), Message.from_json),
             offset=str(o.get("offset", "")),
             reset=bool(o.get("reset", False)),
         )
@@ -246,10 +251,9 @@ class RunSnapshot:
         o = _obj(v)
         runs = o.get("runs")
         run = o.get("run") if "run" in o else (runs[0] if isinstance(runs, list) and runs else {})
-        msgs = o.get("messages")
         return cls(
             run=Run.from_json(run),
-            messages=tuple(Message.from_json(m) for m in msgs) if isinstance(msgs, list) else (),
+            messages=_each(o.get("messages"), Message.from_json),
             offset=str(o.get("offset", "")),
         )
 

@@ -13,7 +13,6 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, U
 import httpx
 
 from . import _api
-from ._follow import backoff
 from ._lease import CANCEL_REQUESTED, RUN_ENDED, SHUTDOWN, RunTransport
 from .aio import AsyncClient
 from .client import DEFAULT_URL
@@ -165,7 +164,7 @@ class Worker:
                     if isinstance(e, TetherError) and e.code in (BAD_REQUEST, UNAUTHORIZED, FORBIDDEN):
                         log.error("tether worker: the server refused the claim; stopping: %s", e)
                         raise
-                    d = backoff(attempt, self._client._min, self._client._max)
+                    d = self._client._backoff(attempt)
                     attempt += 1
                     log.warning("tether worker: claim failed (%s); retrying in %.1fs", e, d)
                     try:
