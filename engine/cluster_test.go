@@ -218,3 +218,58 @@ func TestClusterNodeDies(t *testing.T) {
 		t.Fatalf("%d run.finished events, want 1", n)
 	}
 }
+
+// TestClusterForeignAgainAfterResync: a node that finds another node's
+// events in its thread catches up and validates again; when the other node
+// commits once more in between, it catches up again rather than answer
+// with the internal "events of another node" (which reached clients).
+func TestClusterForeignAgainAfterResync(t *testing.T) {
+	es, _ := cluster(t, 2, engine.Options{})
+	a, b := es[0], es[1]
+	ctx := ctxT(t)
+	mustThread(t, a, "t1")
+	run := mustRun(t, a, "t1", engine.RunRequest{})
+	c := mustClaim(t, a, "echo")
+	appendOn := func(e *engine.Engine, id string) *engine.AppendResult {
+		t.Helper()
+		res, err := e.Append(ctx, run.ID, c.Lease.Token, []*tether.Event{{Type: tether.EventMessageStarted, MessageID: id, Role: tether.RoleAssistant}})
+		if err != nil {
+			t.Fatalf("append %s: %v", id, err)
+		}
+		return res
+	}
+	// folded waits until b's state has a's last event.
+	folded := func(last tether.Offset) {
+		testutil.Eventually(t, 5*time.Second, "b has a's events", func() bool {
+			snap, err := b.Thread(ctx, "t1")
+			return err == nil && snap.Thread.LastOffset == last
+		})
+	}
+	if _, err := b.Thread(ctx, "t1"); err != nil { // b has the thread in memory
+		t.Fatal(err)
+	}
+	res := appendOn(a, "m0") // which b folds, but did not write
+	folded(res.NextOffset)
+	n := 0
+	engine.SetAfterResync(b, func() {
+		if n++; n == 1 {
+			res := appendOn(a, "m1")
+			folded(res.NextOffset)
+		}
+	})
+	appendOn(b, "m2")
+	if n < 2 {
+		t.Fatalf("b caught up %d time(s), want 2", n)
+	}
+	snap, err := a.Thread(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range snap.Messages {
+		ids = append(ids, m.ID)
+	}
+	if fmt.Sprint(ids) != "[m0 m1 m2]" {
+		t.Fatalf("messages %v, want [m0 m1 m2]", ids)
+	}
+}

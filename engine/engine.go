@@ -142,6 +142,11 @@ type Engine struct {
 	closed   atomic.Bool
 	bg       sync.WaitGroup
 	counters Counters
+
+	// afterResync, if set (tests only), is called by update after each
+	// catch-up with other nodes' events, before the plan is validated
+	// again.
+	afterResync func()
 }
 
 // New returns an engine over st. It takes over st's notify function.

@@ -57,15 +57,7 @@ func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) erro
 	if e.closed.Load() {
 		return nil, errClosed
 	}
-	pd, result, err := e.accept(t, plan)
-	if err == errForeign {
-		// Another node committed to the thread since this one last did:
-		// validate on a state that includes it.
-		if err := e.resync(ctx, t); err != nil {
-			return nil, err
-		}
-		pd, result, err = e.accept(t, plan)
-	}
+	pd, result, err := e.acceptCurrent(ctx, t, plan)
 	if err != nil && staleMayExplain(err) {
 		// This node may not have seen another node's latest events (a
 		// lease granted there, a run created there): reject only on a
@@ -86,7 +78,7 @@ func (e *Engine) update(ctx context.Context, t *thread, plan func(*planner) erro
 			if err := e.resync(ctx, t); err != nil {
 				return nil, err
 			}
-			pd, result, err = e.accept(t, plan)
+			pd, result, err = e.acceptCurrent(ctx, t, plan)
 		}
 	}
 	if err != nil {
@@ -135,6 +127,32 @@ func (e *Engine) accept(t *thread, plan func(*planner) error) (*pending, any, er
 		go e.flush(t)
 	}
 	return pd, nil, nil
+}
+
+// maxForeign bounds how often update catches up with other nodes' events
+// for one plan before it gives up with a retryable error.
+const maxForeign = 32
+
+// acceptCurrent is accept on a state that has every event this node has
+// seen: when another node committed to the thread since this one last did
+// (errForeign), it catches up and validates again, as often as the other
+// node keeps committing in between, up to maxForeign times.
+func (e *Engine) acceptCurrent(ctx context.Context, t *thread, plan func(*planner) error) (*pending, any, error) {
+	for i := 0; ; i++ {
+		pd, result, err := e.accept(t, plan)
+		if err != errForeign {
+			return pd, result, err
+		}
+		if i == maxForeign {
+			return nil, nil, tether.Errorf(tether.CodeUnavailable, "thread %s: other nodes keep writing to it; retry", t.id)
+		}
+		if err := e.resync(ctx, t); err != nil {
+			return nil, nil, err
+		}
+		if e.afterResync != nil {
+			e.afterResync()
+		}
+	}
 }
 
 // plan runs a plan in a transaction of the speculative machine and, if it
