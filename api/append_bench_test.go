@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
-	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // BenchmarkAppendHTTP measures one event per request through the whole
@@ -37,20 +34,8 @@ func BenchmarkAppendHTTP(b *testing.B) {
 }
 
 func benchAppendHTTP(b *testing.B, producers int) {
-	st := testutil.OpenStore(b, "")
-	quiet := slog.New(slog.DiscardHandler)
-	e := engine.New(st, engine.Options{Logger: quiet})
+	e, hs := benchServer(b, engine.Options{}, api.Options{})
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	srv := api.New(e, api.Options{Logger: quiet})
-	hs := httptest.NewServer(srv.Handler())
-	defer func() {
-		srv.Shutdown()
-		hs.Close()
-		e.Close()
-	}()
 
 	text := strings.Repeat("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor ", 3)[:200]
 	reqs := make([][]byte, producers)

@@ -36,23 +36,11 @@ func BenchmarkFanout(b *testing.B) {
 
 func benchFanout(b *testing.B, subs, batch int) {
 	const window = 1000 // events; well within the hub's per-subscriber buffer
-	st := testutil.OpenStore(b, "")
-	quiet := slog.New(slog.DiscardHandler)
-	e := engine.New(st, engine.Options{Logger: quiet})
+	e, hs := benchServer(b, engine.Options{}, api.Options{})
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	srv := api.New(e, api.Options{Logger: quiet})
-	hs := httptest.NewServer(srv.Handler())
 	tr := &http.Transport{MaxIdleConnsPerHost: 16, ReadBufferSize: 64 << 10, DisableCompression: true,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
-	defer func() {
-		srv.Shutdown()
-		hs.Close()
-		tr.CloseIdleConnections()
-		e.Close()
-	}()
+	defer tr.CloseIdleConnections()
 
 	// A run held by the benchmark, with a message for the deltas.
 	c := heldRun(ctx, b, e, "t")
@@ -154,6 +142,26 @@ func drainSSE(ctx context.Context, b *testing.B, tr *http.Transport, url string,
 		}
 		res.Body.Close()
 	}
+}
+
+// benchServer starts a real server for a benchmark (SQLite store, engine,
+// HTTP), its logs discarded, shut down when the benchmark ends.
+func benchServer(b *testing.B, eopts engine.Options, aopts api.Options) (*engine.Engine, *httptest.Server) {
+	b.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	eopts.Logger, aopts.Logger = quiet, quiet
+	e := engine.New(testutil.OpenStore(b, ""), eopts)
+	if err := e.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	srv := api.New(e, aopts)
+	hs := httptest.NewServer(srv.Handler())
+	b.Cleanup(func() {
+		srv.Shutdown()
+		hs.Close()
+		e.Close()
+	})
+	return e, hs
 }
 
 // heldRun creates thread tid with a run of agent "bench", claims it and

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
-	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // BenchmarkLargeAppends measures the memory of N appends of 4 MiB bodies
@@ -51,20 +48,8 @@ func BenchmarkLargeAppends(b *testing.B) {
 }
 
 func benchLargeAppends(b *testing.B, shape string, n int, budget int64) {
-	st := testutil.OpenStore(b, "")
-	quiet := slog.New(slog.DiscardHandler)
-	e := engine.New(st, engine.Options{Logger: quiet, LeaseTTL: time.Minute})
+	e, hs := benchServer(b, engine.Options{LeaseTTL: time.Minute}, api.Options{Limits: api.Limits{BodyBytes: budget, BodyWait: time.Minute}})
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	srv := api.New(e, api.Options{Logger: quiet, Limits: api.Limits{BodyBytes: budget, BodyWait: time.Minute}})
-	hs := httptest.NewServer(srv.Handler())
-	defer func() {
-		srv.Shutdown()
-		hs.Close()
-		e.Close()
-	}()
 
 	// A body per append, each to its own run (a run takes one writer).
 	var count, size int
