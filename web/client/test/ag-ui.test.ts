@@ -24,6 +24,15 @@ const started = (runId = 'r1') => f({ type: 'RUN_STARTED', threadId: 't1', runId
 const text = (delta: string) => f({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta });
 const finished = () => f({ type: 'RUN_FINISHED', threadId: 't1', runId: 'r1', outcome: { type: 'success' } });
 
+/** A join of run r1 at offset `at` while m1 holds "Hel": the prelude, the rest of the text ("lo"), the run's end. */
+const joinHelLo = (at: string) =>
+  f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
+  f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Hel' }] }, { offset: at, prelude: true, last: false }) +
+  f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
+  text('lo') +
+  f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
+  finished();
+
 function agent(fetch: FakeFetch): TetherAgent {
   return new TetherAgent({ url: 'http://tether.test/v1/ag-ui/demo', threadId: 't1', fetch: fetch.fetch, timers: now });
 }
@@ -153,14 +162,7 @@ describe('TetherAgent', () => {
     const j = await join;
     expect(ff.requests[0]!.url).toBe('http://tether.test/v1/ag-ui/threads/t1/runs/current/events');
     const at = '0000000001_0000000000000500';
-    j.push(
-      f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
-        f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Hel' }] }, { offset: at, prelude: true, last: false }) +
-        f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
-        text('lo') +
-        f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
-        finished(),
-    );
+    j.push(joinHelLo(at));
     await done; // the stream is still open: the agent ends at RUN_FINISHED
     expect(a.messages).toEqual([{ id: 'm1', role: 'assistant', content: 'Hello' }]);
     await waitFor(() => (j as Pipe).cancelled || (j as Pipe).closed);
@@ -219,14 +221,7 @@ describe('TetherAgent', () => {
       p.fail(new TypeError('terminated'));
       const j = await join;
       const at = '0000000001_0000000000000997';
-      j.push(
-        f({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' }, { offset: at, prelude: true, last: false }) +
-          f({ type: 'MESSAGES_SNAPSHOT', messages: [{ id: 'm1', role: 'assistant', content: 'Hel' }] }, { offset: at, prelude: true, last: false }) +
-          f({ type: 'TEXT_MESSAGE_START', messageId: 'm1', role: 'assistant' }, { offset: at, prelude: true }) +
-          text('lo') +
-          f({ type: 'TEXT_MESSAGE_END', messageId: 'm1' }) +
-          finished(),
-      );
+      j.push(joinHelLo(at));
       j.end();
       await done;
       expect(tk.calls.map((c) => c.reason)).toEqual(['initial', 'expiring']);
