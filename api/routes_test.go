@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tetherhq/tether/api"
 )
 
@@ -350,15 +348,11 @@ func (v *env) send(method, path, token, body string) *resp {
 // the upgrade is.
 func (v *env) wsFollow(runID, token string) int {
 	v.t.Helper()
-	c, res, err := v.dialWS("", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		if res == nil {
-			v.t.Fatalf("dial: %v", err)
-		}
-		return res.StatusCode
+	w, refused := v.wsAs(token)
+	if w == nil {
+		return refused
 	}
-	w := &wsClient{t: v.t, c: c}
-	defer c.CloseNow()
+	defer w.c.CloseNow()
 	w.subscribe("s", "run_id", runID, "after", "now")
 	switch m := w.read(); {
 	case m.Op == "subscribed":

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 
 	tether "github.com/tetherhq/tether"
@@ -290,15 +289,11 @@ func (v *env) callAs(method, path, token string) *resp {
 // subscription), the dial's if the upgrade is refused.
 func (v *env) wsSubscribeAs(token, runID, threadID string) int {
 	v.t.Helper()
-	c, res, err := v.dialWS("", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		if res == nil {
-			v.t.Fatalf("dial: %v", err)
-		}
-		return res.StatusCode
+	w, refused := v.wsAs(token)
+	if w == nil {
+		return refused
 	}
-	w := &wsClient{t: v.t, c: c}
-	defer c.CloseNow()
+	defer w.c.CloseNow()
 	statuses := map[string]int{"forbidden": 403, "not_found": 404}
 	for i, sub := range [][]string{{"run_id", runID}, {"thread_id", threadID}} {
 		if i == 1 && v.wsWorker(token) {

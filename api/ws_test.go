@@ -74,6 +74,20 @@ func (v *env) ws(query string, hdr ...string) *wsClient {
 	return &wsClient{t: v.t, c: c}
 }
 
+// wsAs opens a socket with "Authorization: Bearer token": the client (the
+// caller closes it), or nil and the status the upgrade was refused with.
+func (v *env) wsAs(token string) (*wsClient, int) {
+	v.t.Helper()
+	c, res, err := v.dialWS("", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		if res == nil {
+			v.t.Fatalf("dial: %v", err)
+		}
+		return nil, res.StatusCode
+	}
+	return &wsClient{t: v.t, c: c}, 0
+}
+
 func (w *wsClient) sendRaw(typ websocket.MessageType, b []byte) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
