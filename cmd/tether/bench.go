@@ -196,6 +196,14 @@ type result interface {
 	rows() [][2]string
 }
 
+// interrupted is a result's name, marked when the scenario was cut short.
+func interrupted(name string, cut bool) string {
+	if cut {
+		return name + " (interrupted)"
+	}
+	return name
+}
+
 // bencher runs scenarios against one server.
 type bencher struct {
 	c      benchConfig

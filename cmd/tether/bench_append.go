@@ -36,11 +36,7 @@ type appendResult struct {
 }
 
 func (r *appendResult) name() string {
-	s := fmt.Sprintf("append: %d thread(s), %d in flight, %d %s event(s) of %d B per request", r.Threads, r.Concurrency, r.Batch, r.Kind, r.EventBytes)
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("append: %d thread(s), %d in flight, %d %s event(s) of %d B per request", r.Threads, r.Concurrency, r.Batch, r.Kind, r.EventBytes), r.Interrupted)
 }
 
 func (r *appendResult) rows() [][2]string {

@@ -38,11 +38,7 @@ type fanoutResult struct {
 }
 
 func (r *fanoutResult) name() string {
-	s := fmt.Sprintf("fanout: %d subscriber(s) of one thread, %d event(s) of %d B per append, %d append(s) in flight", r.Subscribers, r.Batch, r.EventBytes, r.Concurrency)
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("fanout: %d subscriber(s) of one thread, %d event(s) of %d B per append, %d append(s) in flight", r.Subscribers, r.Batch, r.EventBytes, r.Concurrency), r.Interrupted)
 }
 
 func (r *fanoutResult) rows() [][2]string {

@@ -33,11 +33,7 @@ type idleResult struct {
 }
 
 func (r *idleResult) name() string {
-	s := fmt.Sprintf("idle: %s SSE connection(s) to one thread, server memory from /metrics", commas(int64(r.Connections)))
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("idle: %s SSE connection(s) to one thread, server memory from /metrics", commas(int64(r.Connections))), r.Interrupted)
 }
 
 func (r *idleResult) rows() [][2]string {

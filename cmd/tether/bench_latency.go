@@ -33,11 +33,7 @@ type latencyResult struct {
 }
 
 func (r *latencyResult) name() string {
-	s := fmt.Sprintf("latency: %s events/s of %d B to one subscriber, a batch every millisecond", commas(int64(r.Rate)), r.EventBytes)
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("latency: %s events/s of %d B to one subscriber, a batch every millisecond", commas(int64(r.Rate)), r.EventBytes), r.Interrupted)
 }
 
 func (r *latencyResult) rows() [][2]string {

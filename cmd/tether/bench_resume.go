@@ -99,11 +99,7 @@ func (s spread) String() string {
 }
 
 func (r *resumeResult) name() string {
-	s := fmt.Sprintf("resume: a thread picked up again on a freshly started server, %d rounds", r.Rounds)
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("resume: a thread picked up again on a freshly started server, %d rounds", r.Rounds), r.Interrupted)
 }
 
 func (r *resumeResult) rows() [][2]string {

@@ -55,11 +55,7 @@ type runsMem struct {
 }
 
 func (r *runsResult) name() string {
-	s := fmt.Sprintf("runs: %s demo runs at once (%d tokens, %d ms apart), %d SSE subscriber(s) each", commas(int64(r.Runs)), r.Tokens, r.DelayMs, r.Subscribers)
-	if r.Interrupted {
-		s += " (interrupted)"
-	}
-	return s
+	return interrupted(fmt.Sprintf("runs: %s demo runs at once (%d tokens, %d ms apart), %d SSE subscriber(s) each", commas(int64(r.Runs)), r.Tokens, r.DelayMs, r.Subscribers), r.Interrupted)
 }
 
 func (r *runsResult) rows() [][2]string {
