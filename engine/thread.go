@@ -261,17 +261,27 @@ func (e *Engine) index(t *thread, runID string) {
 func (e *Engine) evict() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for el := e.lru.Back(); el != nil && len(e.threads) > e.opts.MaxThreads; {
+	e.dropIdle(func() bool { return len(e.threads) > e.opts.MaxThreads }, nil)
+}
+
+// dropIdle drops, least recently used first and while more (if set) holds,
+// the loaded threads with nothing being written for which also (if set)
+// holds, and returns how many. e.mu is held.
+func (e *Engine) dropIdle(more func() bool, also func(*thread) bool) int {
+	n := 0
+	for el := e.lru.Back(); el != nil && (more == nil || more()); {
 		t := el.Value.(*thread)
 		prev := el.Prev()
 		if t.loaded() && t.wmu.TryLock() {
-			if !t.flushing && len(t.queue) == 0 {
+			if !t.flushing && len(t.queue) == 0 && (also == nil || also(t)) {
 				e.drop(t)
+				n++
 			}
 			t.wmu.Unlock()
 		}
 		el = prev
 	}
+	return n
 }
 
 // DropIdle drops from memory the state of every thread that has no run
@@ -283,20 +293,7 @@ func (e *Engine) evict() {
 func (e *Engine) DropIdle() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := 0
-	for el := e.lru.Back(); el != nil; {
-		t := el.Value.(*thread)
-		prev := el.Prev()
-		if t.loaded() && t.wmu.TryLock() {
-			if !t.flushing && len(t.queue) == 0 && t.spec.ActiveRunID() == "" {
-				e.drop(t)
-				n++
-			}
-			t.wmu.Unlock()
-		}
-		el = prev
-	}
-	return n
+	return e.dropIdle(nil, func(t *thread) bool { return t.spec.ActiveRunID() == "" })
 }
 
 // runRecord reads the row of a run of a thread, as of the thread's log on
