@@ -66,6 +66,9 @@ type Event struct {
 // committed, to which the store adds the offset with [WithOffset]. Encoding
 // once per event, before the commit, keeps JSON work off the single writer.
 func (e *Event) Encode() ([]byte, error) {
+	if b, ok := appendEvent(make([]byte, 0, encodeSize(e)), e); ok {
+		return b, nil
+	}
 	if e.Offset == "" {
 		return json.Marshal(e)
 	}
