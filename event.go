@@ -91,6 +91,9 @@ func WithOffset(body []byte, o Offset) []byte {
 // fields and fields of the wrong type are errors (code bad_request); what
 // each event type requires is checked by the state machine (package runs).
 func DecodeEvents(data []byte) ([]*Event, error) {
+	if evs, ok := decodeEventsFast(data); ok {
+		return evs, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var evs []*Event
