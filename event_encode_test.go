@@ -3,6 +3,7 @@ package tether_test
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -113,4 +114,36 @@ func BenchmarkEncode(b *testing.B) {
 			marshal(b, e)
 		}
 	})
+}
+
+// TestEncodeEveryField sets each field of Event in turn: a field added to
+// Event but not to Encode's fast path fails here.
+func TestEncodeEveryField(t *testing.T) {
+	typ := reflect.TypeFor[tether.Event]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		var e tether.Event
+		v := reflect.ValueOf(&e).Elem().Field(i)
+		switch {
+		case f.Type == reflect.TypeFor[json.RawMessage]():
+			v.SetBytes([]byte(`{"k":1}`))
+		case f.Type == reflect.TypeFor[tether.Time]():
+			v.Set(reflect.ValueOf(tether.Now()))
+		case v.Kind() == reflect.String:
+			v.SetString("x")
+		case v.Kind() == reflect.Int:
+			v.SetInt(1)
+		case v.Kind() == reflect.Pointer:
+			v.Set(reflect.New(f.Type.Elem()))
+		default:
+			t.Fatalf("field %s: a kind (%s) this test does not fill", f.Name, v.Kind())
+		}
+		got, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := marshal(t, e); !bytes.Equal(got, want) {
+			t.Errorf("only %s set:\n got %s\nwant %s", f.Name, got, want)
+		}
+	}
 }
