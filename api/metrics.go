@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/store"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own so
@@ -60,6 +61,13 @@ func newMetrics(e *engine.Engine) *metrics {
 		gauge("tether_hub_topics", "Threads with a fan-out topic.", func() float64 { return float64(e.Hub().Stats().Topics) }),
 		gauge("tether_hub_ring_bytes", "Bytes held in fan-out rings.", func() float64 { return float64(e.Hub().Stats().RingBytes) }),
 	)
+	if d, ok := e.Store().(store.Delivery); ok {
+		m.reg.MustRegister(
+			gauge("tether_store_commits_awaiting_delivery", "Commits stored and waiting for this node to read them back from the shared log.",
+				func() float64 { return float64(d.AwaitingDelivery()) }),
+			counter("tether_store_late_deliveries_total", "Commits that waited longer than the store timeout to be read back from the shared log.", d.LateDeliveries),
+		)
+	}
 	return m
 }
 

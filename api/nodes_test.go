@@ -103,3 +103,17 @@ func TestTokensOnNodes(t *testing.T) {
 		s.close()
 	}
 }
+
+// A node on JetStream serves the store's delivery figures as metrics (a
+// node on SQLite has none: TestHealthAndMetrics).
+func TestDeliveryMetricsOnNATS(t *testing.T) {
+	var c clock
+	n := tokenNodes(t, 1, &c)[0]
+	n.mustDo(201, "POST", "/v1/threads", `{"id":"t1"}`, bearer(mint(t, nil, userClaims(&c, "alice", nil)))...)
+	m := string(n.mustDo(200, "GET", "/metrics", nil).body)
+	for _, line := range []string{"tether_store_commits_awaiting_delivery 0", "tether_store_late_deliveries_total 0"} {
+		if !strings.Contains(m, "\n"+line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}

@@ -214,6 +214,9 @@ func (e *Engine) Close() error {
 // Hub returns the engine's hub (for its statistics).
 func (e *Engine) Hub() *hub.Hub { return e.hub }
 
+// Store returns the store the engine commits to.
+func (e *Engine) Store() store.Store { return e.st }
+
 // NodeID returns the node's ID.
 func (e *Engine) NodeID() string { return e.opts.NodeID }
 

@@ -29,6 +29,19 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
+// Delivery is what a store whose commits return only once this node has
+// read them back from a shared log (natsstore) tells of that wait. A node
+// whose reader of the log stalls holds its commits; these figures, served as
+// metrics, show it before requests time out.
+type Delivery interface {
+	// AwaitingDelivery is the number of commits stored and waiting to be
+	// read back.
+	AwaitingDelivery() int64
+	// LateDeliveries counts the commits that waited longer than the
+	// store's timeout.
+	LateDeliveries() int64
+}
+
 // Store is a durable set of thread logs and their metadata. All methods are
 // safe for concurrent use.
 type Store interface {

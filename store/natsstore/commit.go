@@ -471,6 +471,8 @@ func (s *Store) resolve(subject string, prev uint64, msgID string, body []byte) 
 // Once Close has started, it waits Timeout more, then gives up with
 // ErrUnavailable: committed, but not reported before this Commit returns.
 func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) (*store.Committed, error) {
+	s.awaiting.Add(1)
+	defer s.awaiting.Add(-1)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
@@ -492,6 +494,7 @@ func (s *Store) awaitDelivery(pc *pendingCommit, seq uint64) (*store.Committed, 
 		default:
 			if waited > s.opts.Timeout && !warned {
 				warned = true
+				s.late.Add(1)
 				s.log.Error("natsstore: a committed batch was not delivered to this node's consumer in time; its commit waits for it",
 					"thread", pc.b.ThreadID, "seq", seq, "waited", waited)
 			}
@@ -520,3 +523,9 @@ func (s *Store) purged(seq uint64) bool {
 	_, err := s.leaderGet(s.stopCtx, s.logName, msgGetRequest{Seq: seq})
 	return errors.Is(err, errNoMsg)
 }
+
+// AwaitingDelivery implements [store.Delivery].
+func (s *Store) AwaitingDelivery() int64 { return s.awaiting.Load() }
+
+// LateDeliveries implements [store.Delivery].
+func (s *Store) LateDeliveries() int64 { return s.late.Load() }

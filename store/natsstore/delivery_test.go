@@ -94,3 +94,35 @@ func TestCloseWhileDeliveryHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeliveryFigures: a commit whose delivery is held counts as awaiting,
+// and as late once it waited past the store's Timeout; once delivered it
+// no longer awaits, and the late count stays.
+func TestDeliveryFigures(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	opts.Timeout = 300 * time.Millisecond
+	st := openStore(t, opts)
+	defer st.Close()
+	var d store.Delivery = st
+	res := mustCommit(t, st, createBatch(t, "t", 1))
+	if n, l := d.AwaitingDelivery(), d.LateDeliveries(); n != 0 || l != 0 {
+		t.Fatalf("after a delivered commit: %d awaiting, %d late; want 0, 0", n, l)
+	}
+
+	release := sync.OnceFunc(natsstore.HoldDelivery(st))
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Commit(ctx, appendBatch(t, "t", res.Version, 2, "held"))
+		done <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the commit awaiting delivery", func() bool { return d.AwaitingDelivery() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the commit counted late", func() bool { return d.LateDeliveries() == 1 })
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("Commit once delivered: %v", err)
+	}
+	if n, l := d.AwaitingDelivery(), d.LateDeliveries(); n != 0 || l != 1 {
+		t.Fatalf("after the held commit: %d awaiting, %d late; want 0, 1", n, l)
+	}
+}

@@ -121,6 +121,10 @@ type Store struct {
 	stopCtx context.Context
 	cancel  context.CancelFunc
 
+	// awaiting counts the commits waiting for their delivery (see
+	// awaitDelivery); late, those that waited longer than Timeout.
+	awaiting, late atomic.Int64
+
 	// dieAfterPublish makes commits and deletions stop right after their
 	// publish, as if the node died there (tests only).
 	dieAfterPublish atomic.Bool
