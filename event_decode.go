@@ -46,70 +46,40 @@ func decodeEventsFast(data []byte) ([]*Event, bool) {
 		e, b := evs[m.event], data[m.start:m.end]
 		if m.field == fieldType {
 			e.Type = eventType(b)
-			continue
-		}
-		v := string(b)
-		switch m.field {
-		case fieldRunID:
-			e.RunID = v
-		case fieldMessageID:
-			e.MessageID = v
-		case fieldRole:
-			e.Role = Role(v)
-		case fieldDelta:
-			e.Delta = v
-		case fieldCallID:
-			e.CallID = v
-		case fieldName:
-			e.Name = v
-		case fieldStatus:
-			e.Status = v
-		case fieldWorkerID:
-			e.WorkerID = v
-		case fieldRequestID:
-			e.RequestID = v
+		} else {
+			fastFields[m.field].set(e, string(b))
 		}
 	}
 	return evs, true
 }
 
-// The fields decodeEventsFast decodes.
-const (
-	fieldType = iota
-	fieldRunID
-	fieldMessageID
-	fieldRole
-	fieldDelta
-	fieldCallID
-	fieldName
-	fieldStatus
-	fieldWorkerID
-	fieldRequestID
-)
+// fastFields are the members decodeEventsFast reads: Event's fields of
+// string type, under their exact JSON names.
+var fastFields = [...]struct {
+	name string
+	set  func(e *Event, v string)
+}{
+	fieldType: {"type", func(e *Event, v string) { e.Type = v }},
+	{"run_id", func(e *Event, v string) { e.RunID = v }},
+	{"message_id", func(e *Event, v string) { e.MessageID = v }},
+	{"role", func(e *Event, v string) { e.Role = Role(v) }},
+	{"delta", func(e *Event, v string) { e.Delta = v }},
+	{"call_id", func(e *Event, v string) { e.CallID = v }},
+	{"name", func(e *Event, v string) { e.Name = v }},
+	{"status", func(e *Event, v string) { e.Status = v }},
+	{"worker_id", func(e *Event, v string) { e.WorkerID = v }},
+	{"request_id", func(e *Event, v string) { e.RequestID = v }},
+}
 
-// fastField returns the field of a member's name, exactly as encoded.
+// fieldType is the index of "type" in fastFields: its value is interned.
+const fieldType = 0
+
+// fastField returns the index in fastFields of a member's name.
 func fastField(name []byte) (int, bool) {
-	switch string(name) {
-	case "type":
-		return fieldType, true
-	case "run_id":
-		return fieldRunID, true
-	case "message_id":
-		return fieldMessageID, true
-	case "role":
-		return fieldRole, true
-	case "delta":
-		return fieldDelta, true
-	case "call_id":
-		return fieldCallID, true
-	case "name":
-		return fieldName, true
-	case "status":
-		return fieldStatus, true
-	case "worker_id":
-		return fieldWorkerID, true
-	case "request_id":
-		return fieldRequestID, true
+	for i, f := range fastFields {
+		if string(name) == f.name {
+			return i, true
+		}
 	}
 	return 0, false
 }

@@ -76,13 +76,8 @@ func TestCloseWhileDeliveryHeld(t *testing.T) {
 	st := openStore(t, opts)
 	res := mustCommit(t, st, createBatch(t, "t", 1))
 
-	release := sync.OnceFunc(natsstore.HoldDelivery(st))
+	release, done := commitHeld(t, st, res.Version)
 	defer release()
-	done := make(chan error, 1)
-	go func() {
-		_, err := st.Commit(ctx, appendBatch(t, "t", res.Version, 2, "held"))
-		done <- err
-	}()
 	testutil.Eventually(t, 10*time.Second, "the commit waiting", func() bool { return strings.Contains(logs.String(), "not delivered") })
 	closed := make(chan error, 1)
 	go func() { closed <- st.Close() }()
@@ -109,13 +104,8 @@ func TestDeliveryFigures(t *testing.T) {
 		t.Fatalf("after a delivered commit: %d awaiting, %d late; want 0, 0", n, l)
 	}
 
-	release := sync.OnceFunc(natsstore.HoldDelivery(st))
+	release, done := commitHeld(t, st, res.Version)
 	defer release()
-	done := make(chan error, 1)
-	go func() {
-		_, err := st.Commit(ctx, appendBatch(t, "t", res.Version, 2, "held"))
-		done <- err
-	}()
 	testutil.Eventually(t, 10*time.Second, "the commit awaiting delivery", func() bool { return d.AwaitingDelivery() == 1 })
 	testutil.Eventually(t, 10*time.Second, "the commit counted late", func() bool { return d.LateDeliveries() == 1 })
 	release()
@@ -125,4 +115,17 @@ func TestDeliveryFigures(t *testing.T) {
 	if n, l := d.AwaitingDelivery(), d.LateDeliveries(); n != 0 || l != 1 {
 		t.Fatalf("after the held commit: %d awaiting, %d late; want 0, 1", n, l)
 	}
+}
+
+// commitHeld holds st's delivery and commits a batch to thread "t" (at
+// version) meanwhile. The commit's error comes on done; release lets the
+// delivery go on (once, however often it is called).
+func commitHeld(t *testing.T, st *natsstore.Store, version int64) (release func(), done <-chan error) {
+	release = sync.OnceFunc(natsstore.HoldDelivery(st))
+	ch := make(chan error, 1)
+	go func() {
+		_, err := st.Commit(ctx, appendBatch(t, "t", version, 2, "held"))
+		ch <- err
+	}()
+	return release, ch
 }
