@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -83,9 +84,8 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		subs: make(map[string]*wsSub),
 	}
 	wc.expired = s.expiry(ctx, p)
-	wc.bg.Add(2)
+	wc.bg.Add(1)
 	go wc.writeLoop()
-	go wc.pingLoop()
 	defer func() {
 		cancel()
 		wc.subWG.Wait()
@@ -133,7 +133,8 @@ type wsConn struct {
 	expired <-chan struct{}
 	reqID   string
 	out     *wsQueue
-	bg      sync.WaitGroup // writer and pinger
+	bg      sync.WaitGroup // the writer, and a control ping awaiting its pong
+	pinging atomic.Bool    // a control ping awaits its pong
 	subWG   sync.WaitGroup // subscription goroutines
 
 	mu      sync.Mutex

@@ -138,15 +138,25 @@ func (q *wsQueue) sent(n int) {
 // queued frame as its own message, each within the write timeout; a failed
 // write ends the socket. At server shutdown it ends every subscription
 // (end shutdown), writes what is queued and closes with 1001 (going away).
+// It also pings every heartbeat (see ping), on the server's one beat
+// rather than a ticker and a goroutine of the socket's own.
 func (wc *wsConn) writeLoop() {
 	defer wc.bg.Done()
 	defer wc.cancel()
 	var w wsWriter
+	pinged := time.Now()
+	// A ping is due a heartbeat after the last, give or take half a beat.
+	pingAfter := wc.s.opts.Heartbeat - wc.s.beat.period/2
 	for {
 		select {
 		case <-wc.out.wake:
 			if !w.flush(wc.ctx, wc) {
 				return
+			}
+		case <-wc.s.beat.next():
+			if now := time.Now(); now.Sub(pinged) >= pingAfter {
+				pinged = now
+				wc.ping()
 			}
 		case <-wc.ctx.Done():
 			return
@@ -211,21 +221,20 @@ func (w *wsWriter) flush(ctx context.Context, wc *wsConn) bool {
 	return ok
 }
 
-// pingLoop sends, every heartbeat, an app-level ping frame (page code
-// cannot see WebSocket control pings, so it watches for these to detect a
-// stalled socket) and a control ping, whose pong must come back within the
-// write timeout: that is how a dead peer is detected.
-func (wc *wsConn) pingLoop() {
-	defer wc.bg.Done()
-	t := time.NewTicker(wc.s.opts.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-wc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		wc.out.push(wsFrame{head: []byte(`{"op":"ping","ts":"` + tether.Now().Format(tether.TimeLayout) + `"}`)})
+// ping queues an app-level ping frame (page code cannot see WebSocket
+// control pings, so it watches for these to detect a stalled socket) and
+// sends a control ping, unless one still awaits its pong, whose pong must
+// come back within the write timeout: that is how a dead peer is detected.
+// The control ping waits for its pong in a goroutine of its own, which
+// lives only that long, so that the writer goes on meanwhile.
+func (wc *wsConn) ping() {
+	wc.out.push(wsFrame{head: []byte(`{"op":"ping","ts":"` + tether.Now().Format(tether.TimeLayout) + `"}`)})
+	if !wc.pinging.CompareAndSwap(false, true) {
+		return
+	}
+	wc.bg.Add(1)
+	go func() {
+		defer wc.bg.Done()
 		ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.WriteTimeout)
 		err := wc.c.Ping(ctx)
 		cancel()
@@ -235,7 +244,8 @@ func (wc *wsConn) pingLoop() {
 			wc.cancel()
 			return
 		}
-	}
+		wc.pinging.Store(false)
+	}()
 }
 
 func pongFrame(id string) []byte {
