@@ -114,7 +114,7 @@ func (e *Engine) subscribeCold(ctx context.Context, req SubscribeRequest) (*Subs
 		sub.Close()
 		return nil, errRetired
 	}
-	s := &Subscription{ThreadID: id, RunID: req.RunID, Tail: tr.Thread.LastOffset, e: e, sub: sub, scanned: from}
+	s := &Subscription{ThreadID: sub.ThreadID(), RunID: req.RunID, Tail: tr.Thread.LastOffset, e: e, sub: sub, scanned: from}
 	if len(req.Types) > 0 {
 		s.types = make(map[string]bool, len(req.Types))
 		for _, ty := range req.Types {

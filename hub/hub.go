@@ -3,6 +3,7 @@ package hub
 import (
 	"container/heap"
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -187,7 +188,10 @@ func (h *Hub) topic(threadID string) *topic {
 	t := h.topics[threadID]
 	if t == nil {
 		h.seq++
-		t = &topic{id: threadID, idx: -1, pubSeq: h.seq}
+		// The topic's own copy of the ID, which its subscribers share: the
+		// caller's may be a slice of a request (of its whole first line),
+		// which each idle stream would otherwise keep.
+		t = &topic{id: strings.Clone(threadID), idx: -1, pubSeq: h.seq}
 		h.topics[threadID] = t
 	}
 	return t
@@ -261,7 +265,7 @@ func (h *Hub) Subscribe(threadID string, after tether.Offset) *Subscriber {
 	if t.idx >= 0 {
 		heap.Remove(&h.idle, t.idx)
 	}
-	s.topic = t
+	s.topic, s.thread = t, t.id
 	h.mu.Unlock()
 
 	t.mu.Lock()

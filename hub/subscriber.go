@@ -329,6 +329,9 @@ func (s *Subscriber) catchUp(ctx context.Context) ([]*tether.Record, error) {
 // when that returns nothing.
 func (s *Subscriber) Ready() <-chan struct{} { return s.ready }
 
+// ThreadID returns the thread the subscriber follows.
+func (s *Subscriber) ThreadID() string { return s.thread }
+
 // Offset returns the offset of the last record returned (at first, the
 // cursor the subscriber started from): the cursor to resume from after
 // ErrSlow.
