@@ -26,7 +26,7 @@ type benchConfig struct {
 	// runs (bench_runs.go)
 	runs, runSubscribers, tokens, delayMs int
 	settle                                time.Duration
-	sourceAddrs                           string // idle
+	sourceAddrs, transport                string // idle
 	// resume (bench_resume.go)
 	history    []int
 	rounds     int
@@ -69,6 +69,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	delayMs := fs.Int("delay-ms", "TETHER_BENCH_DELAY_MS", 33, "runs: the demo agent's pause before each event, in ms")
 	settle := fs.Duration("settle", "TETHER_BENCH_SETTLE", 90*time.Second, "runs: how long the server is left idle after the runs before its memory is read again (streams whose clients left end at the second ping after, two heartbeats)")
 	fs.StringVar(&c.sourceAddrs, "source-addrs", fs.envOr("TETHER_BENCH_SOURCE_ADDRS", ""), "idle: comma-separated local addresses to open connections from, in turn (default: for a server on 127.0.0.1, 127.0.0.1, 127.0.0.2, ... one per 25,000 connections, past the ephemeral ports of one address) ($TETHER_BENCH_SOURCE_ADDRS)")
+	fs.StringVar(&c.transport, "transport", fs.envOr("TETHER_BENCH_TRANSPORT", "sse"), "idle: what each connection is: sse (an SSE stream) or ws (a WebSocket with one subscription) ($TETHER_BENCH_TRANSPORT)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print the summary as JSON")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", fs.envOr("TETHER_BENCH_CPUPROFILE", ""), "write a CPU profile of the load generator itself to this file ($TETHER_BENCH_CPUPROFILE)")
 	if err := fs.parse(args); err != nil {
@@ -145,6 +146,9 @@ func (c *benchConfig) check() error {
 	}
 	if c.rounds < 1 {
 		return errors.New("--rounds must be at least 1")
+	}
+	if c.transport != "sse" && c.transport != "ws" {
+		return fmt.Errorf("--transport must be sse or ws, not %q", c.transport)
 	}
 	if c.kind != "delta" && c.kind != "message" {
 		return fmt.Errorf("--kind must be delta or message, not %q", c.kind)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,9 +20,10 @@ import (
 // idleResult is the outcome of the idle scenario.
 type idleResult struct {
 	Scenario     string  `json:"scenario"`
+	Transport    string  `json:"transport"` // sse or ws
 	Connections  int     `json:"connections"`
 	Seconds      float64 `json:"seconds"`
-	Streams      float64 `json:"server_streams"` // tether_sse_streams while held, minus before
+	Streams      float64 `json:"server_streams"` // tether_sse_streams (ws: tether_ws_connections) while held, minus before
 	RSSBefore    float64 `json:"rss_before_bytes"`
 	RSSAfter     float64 `json:"rss_after_bytes"`
 	BytesPerConn float64 `json:"rss_bytes_per_connection"`
@@ -33,7 +35,11 @@ type idleResult struct {
 }
 
 func (r *idleResult) name() string {
-	return interrupted(fmt.Sprintf("idle: %s SSE connection(s) to one thread, server memory from /metrics", commas(int64(r.Connections))), r.Interrupted)
+	what := "SSE connection(s)"
+	if r.Transport == "ws" {
+		what = "WebSocket(s), one subscription each,"
+	}
+	return interrupted(fmt.Sprintf("idle: %s %s to one thread, server memory from /metrics", commas(int64(r.Connections)), what), r.Interrupted)
 }
 
 func (r *idleResult) rows() [][2]string {
@@ -53,7 +59,7 @@ func (r *idleResult) rows() [][2]string {
 
 // serverMem is what /metrics says about the server's memory.
 type serverMem struct {
-	rss, heap, stack, goroutines, streams, cpu float64
+	rss, heap, stack, goroutines, streams, sockets, cpu float64
 	// sys is all the Go runtime mapped, released what it gave back to the
 	// OS: sys - released is the Go runtime's part of rss, about.
 	sys, released float64
@@ -81,6 +87,7 @@ func (b *bencher) metrics(ctx context.Context) (serverMem, error) {
 		"go_memstats_stack_inuse_bytes":   &m.stack,
 		"go_goroutines":                   &m.goroutines,
 		"tether_sse_streams":              &m.streams,
+		"tether_ws_connections":           &m.sockets,
 		"process_cpu_seconds_total":       &m.cpu,
 		"go_memstats_sys_bytes":           &m.sys,
 		"go_memstats_heap_released_bytes": &m.released,
@@ -129,6 +136,7 @@ func (b *bencher) sampleMem(ctx context.Context, n int, interval time.Duration) 
 		stack:      med(func(m serverMem) float64 { return m.stack }),
 		goroutines: med(func(m serverMem) float64 { return m.goroutines }),
 		streams:    med(func(m serverMem) float64 { return m.streams }),
+		sockets:    med(func(m serverMem) float64 { return m.sockets }),
 		sys:        med(func(m serverMem) float64 { return m.sys }),
 		released:   med(func(m serverMem) float64 { return m.released }),
 	}, nil
@@ -165,7 +173,7 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 	}
 
 	fmt.Fprintf(b.stderr, "idle: opening %s connection(s)\n", commas(int64(c.connections)))
-	conns := make([]net.Conn, c.connections)
+	conns := make([]io.Closer, c.connections)
 	defer func() {
 		for _, cn := range conns {
 			if cn != nil {
@@ -178,13 +186,23 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 	go b.progress(stop, func(el time.Duration) string {
 		return fmt.Sprintf("idle %4s  %s of %s connections open", el, commas(opened.Load()), commas(int64(c.connections)))
 	})
+	var hc *http.Client
+	if c.transport == "ws" {
+		hc = socketClient()
+	}
 	var mu sync.Mutex
 	err = parallel(ctx, c.connections, 32, func(ctx context.Context, i int) error {
 		var src net.IP
 		if len(sources) > 0 {
 			src = sources[i%len(sources)]
 		}
-		cn, err := b.dialStreamFrom(ctx, path, src)
+		var cn io.Closer
+		var err error
+		if c.transport == "ws" {
+			cn, err = b.dialSocketFrom(ctx, hc, tid, src)
+		} else {
+			cn, err = b.dialStreamFrom(ctx, path, src)
+		}
 		if err != nil {
 			return duringBench(fmt.Sprintf("open connection %d", i+1), err)
 		}
@@ -216,12 +234,15 @@ func (b *bencher) idleScenario(ctx context.Context) (result, error) {
 	}
 	n := float64(c.connections)
 	r := &idleResult{
-		Scenario: "idle", Connections: c.connections, Seconds: seconds(time.Since(start)),
+		Scenario: "idle", Transport: c.transport, Connections: c.connections, Seconds: seconds(time.Since(start)),
 		Streams:   after.streams - before.streams,
 		RSSBefore: before.rss, RSSAfter: after.rss, BytesPerConn: (after.rss - before.rss) / n,
 		HeapPerConn: (after.heap - before.heap) / n, StackPerConn: (after.stack - before.stack) / n,
 		GoroutinesPC: (after.goroutines - before.goroutines) / n,
 		Interrupted:  ctx.Err() != nil,
+	}
+	if c.transport == "ws" {
+		r.Streams = after.sockets - before.sockets
 	}
 	if r.BytesPerConn < (r.HeapPerConn+r.StackPerConn)/2 || r.HeapPerConn < 0 {
 		// The Go runtime reuses memory freed by earlier work before it

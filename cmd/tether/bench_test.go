@@ -120,6 +120,31 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// TestBenchIdleSockets holds idle WebSockets, one subscription each.
+func TestBenchIdleSockets(t *testing.T) {
+	url := newBenchServer(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "--server", url, "--scenario", "idle", "--transport", "ws", "--connections", "12", "--duration", "1s", "--json"}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, args, func(string) string { return "" }, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var out struct {
+		Results []struct {
+			Transport   string  `json:"transport"`
+			Connections int     `json:"connections"`
+			Open        float64 `json:"server_streams"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Results) != 1 {
+		t.Fatalf("summary: %v\n%s", err, stdout.String())
+	}
+	if r := out.Results[0]; r.Transport != "ws" || r.Connections != 12 || r.Open != 12 {
+		t.Fatalf("idle over WebSockets: %+v, want 12 sockets open on the server", r)
+	}
+}
+
 // TestBenchTable checks the human summary.
 func TestBenchTable(t *testing.T) {
 	url := newBenchServer(t)
@@ -149,6 +174,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--server", downURL}, "cannot reach the server at " + downURL + ": connection refused"},
 		{[]string{"--server", url, "--scenario", "nope"}, "--scenario must be one of"},
 		{[]string{"--server", url, "--batch", "0"}, "--batch must be at least 1"},
+		{[]string{"--server", url, "--scenario", "idle", "--transport", "grpc"}, "--transport must be sse or ws"},
 		{[]string{"--server", "localhost:1"}, "--server must be an http:// or https:// URL"},
 	} {
 		var stdout, stderr bytes.Buffer
