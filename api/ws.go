@@ -68,16 +68,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer done()
 	c, err := websocket.Accept(w, r, s.acceptOptions())
 	if err != nil {
+		done()
 		return // Accept answered (403 for a foreign origin, 426 without an upgrade)
 	}
 	c.SetReadLimit(wsReadLimit)
 	s.metrics.sockets.Inc()
-	defer s.metrics.sockets.Dec()
 
-	ctx, cancel := context.WithCancel(r.Context())
+	// The socket outlives this handler: its context keeps the request's
+	// values, not its end.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	wc := &wsConn{
 		s: s, c: c, ctx: ctx, cancel: cancel, p: p, reqID: requestID(r),
 		out:  newWSQueue(int(wsQueueBytes.Load())),
@@ -86,24 +87,45 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	wc.expired = s.expiry(ctx, p)
 	wc.bg.Add(1)
 	go wc.writeLoop()
+	go wc.readLoop(done)
+}
+
+// readLoop reads the client's frames until the socket ends, then ends its
+// subscriptions and its writer. It runs on a goroutine of its own, which
+// starts with a small stack and keeps nothing of the upgrade request or of
+// net/http's goroutine, whose stack grew deep serving it: the socket's
+// reader is one of the few goroutines an idle socket costs. For the same
+// reason each frame is handled on a goroutine of its own (see handle).
+func (wc *wsConn) readLoop(done func()) {
+	defer done()
+	defer wc.s.metrics.sockets.Dec()
 	defer func() {
-		cancel()
+		wc.cancel()
 		wc.subWG.Wait()
 		wc.bg.Wait()
-		_ = c.CloseNow()
+		_ = wc.c.CloseNow()
 	}()
 	for {
-		typ, data, err := c.Read(ctx)
+		typ, data, err := wc.c.Read(wc.ctx)
 		if err != nil {
 			return // closed by the client, too large (1009), cut, or shut down
 		}
 		// Answers are queued unconditionally, so hold further commands
 		// while the queue is full: a client that sends but does not read
 		// is slowed down, not buffered.
-		if !wc.out.waitRoom(ctx, nil) {
+		if !wc.out.waitRoom(wc.ctx, nil) {
 			return
 		}
-		wc.handle(typ, data)
+		// Decoding the frame, checking rights and subscribing (store
+		// reads) need a deep stack: a goroutine that lives only that long
+		// has it, and the reader's stays small. The reader waits for it:
+		// frames are still handled one after another.
+		handled := make(chan struct{})
+		go func() {
+			defer close(handled)
+			wc.handle(typ, data)
+		}()
+		<-handled
 	}
 }
 

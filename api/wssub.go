@@ -37,13 +37,22 @@ type wsSub struct {
 	halt   chan struct{} // closed by stop
 	reason string        // why halt was closed; set before
 	done   chan struct{} // closed when the goroutine has ended
+	// first are the subscribed frame and, when due, the snapshot's: built
+	// by the subscribe, whose goroutine has the stack for encoding them,
+	// and queued by follow, which then drops them.
+	first [2][]byte
 }
 
 func newWSSub(id string, es *engine.Subscription) *wsSub {
-	return &wsSub{
+	sub := &wsSub{
 		id: id, es: es, prefix: []byte(`{"op":"event","id":` + jsonOf(id) + `,"event":`),
 		halt: make(chan struct{}), done: make(chan struct{}),
 	}
+	sub.first[0] = subscribedFrame(id, es)
+	if es.Snapshot != nil {
+		sub.first[1] = snapshotFrame(id, es.Snapshot)
+	}
+	return sub
 }
 
 // stop asks the subscription's goroutine to end with reason.
@@ -72,10 +81,12 @@ func (wc *wsConn) follow(sub *wsSub) {
 	// resume is the cursor after everything queued: the last event queued,
 	// or past it the last one the filters skipped.
 	resume := es.Scanned()
-	wc.out.push(wsFrame{head: subscribedFrame(sub.id, es)})
+	subscribed, snapshot := sub.first[0], sub.first[1]
+	sub.first = [2][]byte{}
+	wc.out.push(wsFrame{head: subscribed})
 	// Until its snapshot is queued, a subscription has no cursor to resume
 	// from (its end has no offset): the client subscribes again without.
-	if es.Snapshot != nil && !wc.put(sub, wsFrame{head: snapshotFrame(sub.id, es.Snapshot)}, "") {
+	if snapshot != nil && !wc.put(sub, wsFrame{head: snapshot}, "") {
 		return
 	}
 	for {
