@@ -256,86 +256,186 @@ func (st *sseStream) start() {
 // run writes the stream until it ends. ctx is the request's (net/http) or
 // none (a taken-over connection, which ends on a write error).
 func (st *sseStream) run(ctx context.Context) {
-	s, sub := st.s, st.sub
-	if !st.send() || sub.Done() {
+	if !st.sendAside() || st.sub.Done() {
 		return
 	}
-
-	started := time.Now()
-	pinged := started
-	// A ping is due a heartbeat after the last, give or take half a beat.
-	pingAfter := s.opts.Heartbeat - s.beat.period/2
+	// What run keeps is small, and the work is in the methods it calls
+	// (not inlined), so that a stream parked here needs little stack (see
+	// onFreshStack).
+	clock := streamClock{started: time.Now()}
+	clock.pinged = clock.started
 	for {
-		// Write everything that is ready (history is read a page at a
-		// time) in one write: one syscall for many events.
-		recs, err := sub.TryNext(ctx)
-		st.f.reserve(len(recs) + 1)
-		for _, rec := range recs {
-			st.f.add(rec.SSE())
+		// Until the stream is live, the records may come from the store
+		// (a deep stack): aside.
+		step := streamCaughtUp
+		if st.unwatch != nil {
+			step = st.catchUpAside(ctx)
+		} else {
+			step = st.catchUp(ctx)
 		}
-		if err != nil {
-			switch {
-			case errors.Is(err, hub.ErrSlow):
-				s.metrics.slowCuts.Inc()
-				st.f.event("reconnect", "", `{"reason":"slow_consumer"}`)
-			case errors.Is(err, io.EOF):
-				st.f.event("end", "", endOf(sub))
-			case errors.Is(err, hub.ErrClosed) && !s.stopped():
-				st.f.event("end", "", `{"reason":"thread_deleted"}`)
-			case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
-				s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
-			}
-			st.send()
+		switch step {
+		case streamEnded:
 			return
-		}
-		if len(recs) > 0 {
-			if !st.send() {
-				return
-			}
+		case streamMore:
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
-		if st.stopWatching() && st.unwatchCtx != nil {
-			// Nothing cancels the watch's context any more. Drop it: the
-			// store reads of the catch-up derived contexts from it,
-			// which left it a map of its children, empty but kept (440
-			// bytes of every idle stream).
-			if ctx.Err() != nil {
-				return
-			}
-			st.unwatchCtx()
-			st.unwatchCtx = nil
-			ctx = context.Background()
+		if st.unwatch != nil && !st.goLive(&ctx) {
+			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.shutdown:
-			st.f.event("reconnect", "", `{"reason":"shutdown"}`)
-			st.send()
+		case <-st.s.shutdown:
+			st.endAside("reconnect", `{"reason":"shutdown"}`)
 			return
-		case <-s.beat.next():
-			now := time.Now()
-			if now.Sub(started) >= s.opts.MaxStreamLifetime {
-				st.f.event("reconnect", "", `{"reason":"max_lifetime"}`)
-				st.send()
+		case <-st.s.beat.next():
+			if !st.onBeat(&clock) {
 				return
 			}
-			if s.expired(st.exp) {
-				st.f.event("reconnect", "", `{"reason":"token_expired"}`)
-				st.send()
-				return
-			}
-			if now.Sub(pinged) >= pingAfter {
-				pinged = now
-				st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
-				if !st.send() {
-					return
-				}
-			}
-		case <-sub.Ready():
+		case <-st.sub.Ready():
 		}
 	}
+}
+
+// streamClock is when a stream started and last pinged.
+type streamClock struct{ started, pinged time.Time }
+
+// What catchUp found.
+const (
+	streamCaughtUp = iota // nothing more: wait
+	streamMore            // records were written: look again
+	streamEnded           // the stream ended
+)
+
+// catchUp writes everything that is ready (history is read a page at a
+// time) in one write: one syscall for many events. It also writes the end
+// of the stream when the records end.
+//
+//go:noinline
+func (st *sseStream) catchUp(ctx context.Context) int {
+	s, sub := st.s, st.sub
+	recs, err := sub.TryNext(ctx)
+	st.f.reserve(len(recs) + 1)
+	for _, rec := range recs {
+		st.f.add(rec.SSE())
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, hub.ErrSlow):
+			s.metrics.slowCuts.Inc()
+			st.f.event("reconnect", "", `{"reason":"slow_consumer"}`)
+		case errors.Is(err, io.EOF):
+			st.f.event("end", "", endOf(sub))
+		case errors.Is(err, hub.ErrClosed) && !s.stopped():
+			st.f.event("end", "", `{"reason":"thread_deleted"}`)
+		case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
+			s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
+		}
+		st.send()
+		return streamEnded
+	}
+	if len(recs) == 0 {
+		return streamCaughtUp
+	}
+	if !st.send() {
+		return streamEnded
+	}
+	return streamMore
+}
+
+// catchUpAside is catchUp, aside.
+//
+//go:noinline
+func (st *sseStream) catchUpAside(ctx context.Context) (step int) {
+	onFreshStack(func() { step = st.catchUp(ctx) })
+	return step
+}
+
+// goLive stops the watch for the client leaving, once the stream has
+// caught up, and drops the context it cancelled: nothing cancels it any
+// more, and the store reads of the catch-up derived contexts from it, which
+// left it a map of its children, empty but kept (440 bytes of every idle
+// stream). It reports false if the client left meanwhile.
+//
+//go:noinline
+func (st *sseStream) goLive(ctx *context.Context) bool {
+	if !st.stopWatchingAside() || st.unwatchCtx == nil {
+		return true
+	}
+	if (*ctx).Err() != nil {
+		return false
+	}
+	st.unwatchCtx()
+	st.unwatchCtx = nil
+	*ctx = context.Background()
+	return true
+}
+
+// onBeat ends the stream at the end of its lifetime or of its token, and
+// pings when one is due (a heartbeat after the last, give or take half a
+// beat). It reports whether the stream goes on.
+//
+//go:noinline
+func (st *sseStream) onBeat(c *streamClock) bool {
+	s := st.s
+	now := time.Now()
+	switch {
+	case now.Sub(c.started) >= s.opts.MaxStreamLifetime:
+		st.endAside("reconnect", `{"reason":"max_lifetime"}`)
+		return false
+	case s.expired(st.exp):
+		st.endAside("reconnect", `{"reason":"token_expired"}`)
+		return false
+	case now.Sub(c.pinged) >= s.opts.Heartbeat-s.beat.period/2:
+		c.pinged = now
+		return st.pingAside()
+	}
+	return true
+}
+
+// The stream's goroutine waits most of its life. Waiting needs little
+// stack, but writing to the socket, setting its deadline, stopping the
+// watch or formatting a time needs more than the 2 KiB a goroutine starts
+// with, and a parked goroutine's stack is never shrunk back to that. So
+// what an idle stream does now and then (its first frames, the end of the
+// watch, pings) runs aside (onFreshStack), and an idle stream keeps 2 KiB.
+// Events are written by the stream's goroutine itself: a goroutine per
+// write would cost more than the stack a busy stream needs.
+
+// sendAside is send, aside.
+func (st *sseStream) sendAside() (ok bool) {
+	if len(st.f.bufs) == 0 {
+		return true
+	}
+	onFreshStack(func() { ok = st.send() })
+	return ok
+}
+
+// stopWatchingAside is stopWatching, aside.
+func (st *sseStream) stopWatchingAside() (stopped bool) {
+	if st.unwatch == nil {
+		return false
+	}
+	onFreshStack(func() { stopped = st.stopWatching() })
+	return stopped
+}
+
+// endAside writes a last event, aside.
+func (st *sseStream) endAside(event, data string) {
+	onFreshStack(func() {
+		st.f.event(event, "", data)
+		st.send()
+	})
+}
+
+// pingAside writes a ping, aside.
+func (st *sseStream) pingAside() (ok bool) {
+	onFreshStack(func() {
+		st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
+		ok = st.send()
+	})
+	return ok
 }
 
 // stopWatching ends the watch for the client leaving, if one runs, and

@@ -117,15 +117,9 @@ func (wc *wsConn) readLoop(done func()) {
 			return
 		}
 		// Decoding the frame, checking rights and subscribing (store
-		// reads) need a deep stack: a goroutine that lives only that long
-		// has it, and the reader's stays small. The reader waits for it:
-		// frames are still handled one after another.
-		handled := make(chan struct{})
-		go func() {
-			defer close(handled)
-			wc.handle(typ, data)
-		}()
-		<-handled
+		// reads) need a deep stack: that runs aside, and the reader's
+		// stays small. Frames are still handled one after another.
+		onFreshStack(func() { wc.handle(typ, data) })
 	}
 }
 
