@@ -261,7 +261,7 @@ func (st *sseStream) run(ctx context.Context) {
 	}
 	// What run keeps is small, and the work is in the methods it calls
 	// (not inlined), so that a stream parked here needs little stack (see
-	// onFreshStack).
+	// Server.aside).
 	clock := streamClock{started: time.Now()}
 	clock.pinged = clock.started
 	for {
@@ -348,7 +348,9 @@ func (st *sseStream) catchUp(ctx context.Context) int {
 //
 //go:noinline
 func (st *sseStream) catchUpAside(ctx context.Context) (step int) {
-	onFreshStack(func() { step = st.catchUp(ctx) })
+	if !st.s.aside(func() { step = st.catchUp(ctx) }) {
+		return streamEnded
+	}
 	return step
 }
 
@@ -399,7 +401,7 @@ func (st *sseStream) onBeat(c *streamClock) bool {
 // watch or formatting a time needs more than the 2 KiB a goroutine starts
 // with, and a parked goroutine's stack is never shrunk back to that. So
 // what an idle stream does now and then (its first frames, the end of the
-// watch, pings) runs aside (onFreshStack), and an idle stream keeps 2 KiB.
+// watch, pings) runs aside (Server.aside), and an idle stream keeps 2 KiB.
 // Events are written by the stream's goroutine itself: a goroutine per
 // write would cost more than the stack a busy stream needs.
 
@@ -408,7 +410,7 @@ func (st *sseStream) sendAside() (ok bool) {
 	if len(st.f.bufs) == 0 {
 		return true
 	}
-	onFreshStack(func() { ok = st.send() })
+	st.s.aside(func() { ok = st.send() })
 	return ok
 }
 
@@ -417,13 +419,13 @@ func (st *sseStream) stopWatchingAside() (stopped bool) {
 	if st.unwatch == nil {
 		return false
 	}
-	onFreshStack(func() { stopped = st.stopWatching() })
+	st.s.aside(func() { stopped = st.stopWatching() })
 	return stopped
 }
 
 // endAside writes a last event, aside.
 func (st *sseStream) endAside(event, data string) {
-	onFreshStack(func() {
+	st.s.aside(func() {
 		st.f.event(event, "", data)
 		st.send()
 	})
@@ -431,7 +433,7 @@ func (st *sseStream) endAside(event, data string) {
 
 // pingAside writes a ping, aside.
 func (st *sseStream) pingAside() (ok bool) {
-	onFreshStack(func() {
+	st.s.aside(func() {
 		st.f.event("ping", "", `{"ts":"`+tether.Now().Format(tether.TimeLayout)+`"}`)
 		ok = st.send()
 	})

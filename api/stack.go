@@ -1,20 +1,37 @@
 package api
 
-// onFreshStack runs f on a goroutine of its own and returns once f has.
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// aside runs f on a goroutine of its own and returns once f has, reporting
+// whether f returned (false: it panicked; the panic is logged).
 //
 // A goroutine starts with a 2 KiB stack and Go doubles it when a call
 // needs more; a parked goroutine's stack is shrunk only while it uses less
 // than a quarter of it. So a goroutine that lives as long as a connection
 // and once ran something deep (a socket write, a store read, JSON) keeps a
-// stack of 4 KiB or more for good, though it only waits. Running the deep
-// part here leaves the caller's stack as it was, for the price of starting
-// a goroutine (well under a microsecond). The caller waits: ordering is
-// as if f ran in place.
-func onFreshStack(f func()) {
+// stack of 4 KiB or more for good, though it mostly waits. Running the
+// deep part aside leaves the caller's stack as it was, for the price of
+// starting a goroutine (well under a microsecond). The caller waits, so
+// the order is as if f ran in place.
+//
+// A panic in f is recovered, as net/http recovers one in a handler: f runs
+// for one connection, and a bug that one client's input reaches must end
+// that connection, not the server.
+func (s *Server) aside(f func()) (ok bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("panic serving a connection; it is closed", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			}
+		}()
 		f()
+		ok = true
 	}()
 	<-done
+	return ok
 }

@@ -119,7 +119,9 @@ func (wc *wsConn) readLoop(done func()) {
 		// Decoding the frame, checking rights and subscribing (store
 		// reads) need a deep stack: that runs aside, and the reader's
 		// stays small. Frames are still handled one after another.
-		onFreshStack(func() { wc.handle(typ, data) })
+		if !wc.s.aside(func() { wc.handle(typ, data) }) {
+			return
+		}
 	}
 }
 
