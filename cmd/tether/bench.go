@@ -55,7 +55,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	subscribers := fs.Int("subscribers", "TETHER_BENCH_SUBSCRIBERS", 100, "fanout: SSE subscribers of the thread")
 	window := fs.Int("window", "TETHER_BENCH_WINDOW", 1000, "fanout: the producer stays at most this many events ahead of the slowest subscriber, so that no one is cut as a slow consumer; 0 for no limit")
 	rate := fs.Int("rate", "TETHER_BENCH_RATE", 10000, "latency: events per second, sent in a batch every millisecond")
-	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle, stalled: SSE connections to hold open")
+	connections := fs.Int("connections", "TETHER_BENCH_CONNECTIONS", 1000, "idle, stalled: connections to hold open (idle: SSE streams, or WebSockets with --transport ws)")
 	events := fs.Int("events", "TETHER_BENCH_EVENTS", 20000, "stalled: events appended while the connections do not read")
 	eventBytes := fs.Int("event-bytes", "TETHER_BENCH_EVENT_BYTES", 32, "bytes of text in each event (the delta, or the message's text)")
 	fs.StringVar(&c.kind, "kind", fs.envOr("TETHER_BENCH_KIND", "delta"), "append: delta (text.delta events into one started message per run) or message (complete message.created events) ($TETHER_BENCH_KIND)")
