@@ -143,52 +143,84 @@ func (q *wsQueue) sent(n int) {
 func (wc *wsConn) writeLoop() {
 	defer wc.bg.Done()
 	defer wc.cancel()
-	var w wsWriter
-	pinged := time.Now()
-	// A ping is due a heartbeat after the last, give or take half a beat.
-	pingAfter := wc.s.opts.Heartbeat - wc.s.beat.period/2
+	// What the loop keeps is small and its work is in the methods it
+	// calls, so that the writer of a quiet socket, which mostly waits,
+	// keeps a small stack (see Server.aside).
+	w := &wsWriter{pinged: time.Now()}
 	for {
 		select {
 		case <-wc.out.wake:
-			if !w.flush(wc.ctx, wc) {
+			if !wc.write(w) {
 				return
 			}
 		case <-wc.s.beat.next():
-			if now := time.Now(); now.Sub(pinged) >= pingAfter {
-				pinged = now
-				wc.ping()
-			}
+			wc.onBeat(w)
 		case <-wc.ctx.Done():
 			return
 		case <-wc.s.shutdown:
-			wc.stopAll(wsShutdown)
-			ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.WriteTimeout)
-			ok := w.flush(ctx, wc)
-			cancel()
-			if ok {
-				_ = wc.c.Close(websocket.StatusGoingAway, "server shutting down")
-			}
+			wc.closeWith(w, wsShutdown, websocket.StatusGoingAway, "server shutting down")
 			return
 		case <-wc.expired:
 			// The token's exp: every subscription ends token_expired, then
 			// the socket closes with 4001; the client reconnects with a
 			// fresh token and resumes from the offsets of the end frames.
-			wc.stopAll(wsTokenExpired)
-			ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.WriteTimeout)
-			ok := w.flush(ctx, wc)
-			cancel()
-			if ok {
-				_ = wc.c.Close(wsCloseTokenExpired, "token_expired")
-			}
+			wc.closeWith(w, wsTokenExpired, wsCloseTokenExpired, "token_expired")
 			return
 		}
 	}
 }
 
-// wsWriter holds the writer's reusable buffers.
+// wsQuiet is how long a socket's writer must have been idle for its next
+// write to run aside: the frames of a quiet socket (pings, a rare event)
+// are written aside, and a busy socket's by its writer, whose stack then
+// grows once, rather than a goroutine started per write.
+const wsQuiet = time.Second
+
+// write writes what is queued, and reports whether all of it was written.
+//
+//go:noinline
+func (wc *wsConn) write(w *wsWriter) (ok bool) {
+	now := time.Now()
+	quiet := now.Sub(w.wrote) >= wsQuiet
+	w.wrote = now
+	if quiet {
+		wc.s.aside(func() { ok = w.flush(wc.ctx, wc) })
+		return ok
+	}
+	return w.flush(wc.ctx, wc)
+}
+
+// onBeat pings when a ping is due: a heartbeat after the last, give or
+// take half a beat.
+//
+//go:noinline
+func (wc *wsConn) onBeat(w *wsWriter) {
+	if now := time.Now(); now.Sub(w.pinged) >= wc.s.opts.Heartbeat-wc.s.beat.period/2 {
+		w.pinged = now
+		wc.s.aside(wc.ping) // formatting the time is deep too
+	}
+}
+
+// closeWith ends every subscription with reason, writes what is queued
+// (their end frames) and closes the socket with code.
+//
+//go:noinline
+func (wc *wsConn) closeWith(w *wsWriter, reason string, code websocket.StatusCode, text string) {
+	wc.stopAll(reason)
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.WriteTimeout)
+	ok := w.flush(ctx, wc)
+	cancel()
+	if ok {
+		_ = wc.c.Close(code, text)
+	}
+}
+
+// wsWriter holds the writer's reusable buffers and its clock.
 type wsWriter struct {
 	spare   []wsFrame
 	scratch []byte
+	// wrote is when the writer last wrote, pinged when it last pinged.
+	wrote, pinged time.Time
 }
 
 // flush writes every queued frame and reports whether all were written.

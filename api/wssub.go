@@ -72,60 +72,128 @@ func (sub *wsSub) stop(reason string) {
 // subscriptions that cannot keep up are ended, not every one that happens
 // to queue a frame when the queue is full.
 func (wc *wsConn) follow(sub *wsSub) {
-	defer wc.subWG.Done()
-	defer close(sub.done)
-	defer wc.forget(sub)
-	defer sub.es.Close()
+	defer wc.finish(sub)
+	// A quiet subscription's goroutine mostly waits: what it does first
+	// (its first frames, the catch-up, which may read the store) runs
+	// aside, and the loop keeps a small frame, so that it keeps a small
+	// stack (see Server.aside).
+	resume, ok := wc.beginAside(sub)
+	if !ok {
+		return
+	}
+	live := false
+	for {
+		step := subCaughtUp
+		if live {
+			step = wc.forward(sub, &resume)
+		} else {
+			step = wc.forwardAside(sub, &resume)
+		}
+		switch step {
+		case subEnded:
+			return
+		case subMore:
+			continue
+		}
+		live = true
+		select {
+		case <-sub.halt:
+			wc.end(sub, sub.reason, resume)
+			return
+		case <-wc.ctx.Done():
+			return
+		case <-sub.es.Ready():
+		}
+	}
+}
 
-	es := sub.es
+// finish ends a subscription's goroutine: the engine's subscription is
+// closed, the socket forgets it, and whoever waits for it goes on.
+func (wc *wsConn) finish(sub *wsSub) {
+	sub.es.Close()
+	wc.forget(sub)
+	close(sub.done)
+	wc.subWG.Done()
+}
+
+// beginAside is begin, aside.
+//
+//go:noinline
+func (wc *wsConn) beginAside(sub *wsSub) (resume tether.Offset, ok bool) {
+	if !wc.s.aside(func() { resume, ok = wc.begin(sub) }) {
+		return "", false
+	}
+	return resume, ok
+}
+
+// forwardAside is forward, aside.
+//
+//go:noinline
+func (wc *wsConn) forwardAside(sub *wsSub, resume *tether.Offset) (step int) {
+	if !wc.s.aside(func() { step = wc.forward(sub, resume) }) {
+		return subEnded
+	}
+	return step
+}
+
+// What forward did.
+const (
+	subCaughtUp = iota // nothing more: wait
+	subMore            // records were queued: look again
+	subEnded           // the subscription ended
+)
+
+// begin queues the subscribed frame and, when due, the snapshot's, and
+// returns the cursor after them; false if the subscription ended first.
+func (wc *wsConn) begin(sub *wsSub) (resume tether.Offset, ok bool) {
 	// resume is the cursor after everything queued: the last event queued,
 	// or past it the last one the filters skipped.
-	resume := es.Scanned()
+	resume = sub.es.Scanned()
 	subscribed, snapshot := sub.first[0], sub.first[1]
 	sub.first = [2][]byte{}
 	wc.out.push(wsFrame{head: subscribed})
 	// Until its snapshot is queued, a subscription has no cursor to resume
 	// from (its end has no offset): the client subscribes again without.
 	if snapshot != nil && !wc.put(sub, wsFrame{head: snapshot}, "") {
-		return
+		return resume, false
 	}
-	for {
-		select {
-		case <-sub.halt:
-			wc.end(sub, sub.reason, resume)
-			return
-		case <-wc.ctx.Done():
-			return
-		default:
-		}
-		recs, err := es.TryNext(wc.ctx)
-		for _, rec := range recs {
-			if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, resume) {
-				return
-			}
-			resume = rec.Offset
-		}
-		if len(recs) > 0 {
-			resume = es.Scanned()
-		}
-		if err != nil {
-			if reason := wc.endReason(sub, err); reason != "" {
-				wc.end(sub, reason, resume)
-			}
-			return
-		}
-		if len(recs) > 0 {
-			continue
-		}
-		select {
-		case <-sub.halt:
-			wc.end(sub, sub.reason, resume)
-			return
-		case <-wc.ctx.Done():
-			return
-		case <-es.Ready():
-		}
+	return resume, true
+}
+
+// forward queues the records that are ready, each once there is room, and
+// the end frame when they end; resume follows what is queued.
+//
+//go:noinline
+func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
+	select {
+	case <-sub.halt:
+		wc.end(sub, sub.reason, *resume)
+		return subEnded
+	case <-wc.ctx.Done():
+		return subEnded
+	default:
 	}
+	es := sub.es
+	recs, err := es.TryNext(wc.ctx)
+	for _, rec := range recs {
+		if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, *resume) {
+			return subEnded
+		}
+		*resume = rec.Offset
+	}
+	if len(recs) > 0 {
+		*resume = es.Scanned()
+	}
+	if err != nil {
+		if reason := wc.endReason(sub, err); reason != "" {
+			wc.end(sub, reason, *resume)
+		}
+		return subEnded
+	}
+	if len(recs) > 0 {
+		return subMore
+	}
+	return subCaughtUp
 }
 
 // put queues f once there is room. If the subscription is stopped
