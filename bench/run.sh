@@ -68,6 +68,7 @@ CONFIGS=(
 	"latency-10k|                 |--scenario latency --rate 10000|p50 ms=.delivery_latency.p50_ms;p99 ms=.delivery_latency.p99_ms;max ms=.delivery_latency.max_ms"
 	"latency-10k-fsync|--fsync    |--scenario latency --rate 10000|p50 ms=.delivery_latency.p50_ms;p99 ms=.delivery_latency.p99_ms;max ms=.delivery_latency.max_ms"
 	"idle-1000|                   |--scenario idle --connections 1000|bytes/conn=.rss_bytes_per_connection;heap+stack/conn=(.heap_inuse_bytes_per_connection+.stack_inuse_bytes_per_connection)"
+	"idle-ws-1000|                |--scenario idle --transport ws --connections 1000|bytes/conn=.rss_bytes_per_connection;heap+stack/conn=(.heap_inuse_bytes_per_connection+.stack_inuse_bytes_per_connection)"
 )
 
 SERVER_PID=
