@@ -181,7 +181,6 @@ func (st *aguiWriter) run(ctx context.Context) {
 	}
 	started := time.Now()
 	pinged := started
-	pingAfter := s.opts.Heartbeat - s.beat.period/2
 	for {
 		recs, err := sub.TryNext(ctx)
 		for _, rec := range recs {
@@ -239,8 +238,7 @@ func (st *aguiWriter) run(ctx context.Context) {
 				st.cut()
 				return
 			}
-			if now.Sub(pinged) >= pingAfter {
-				pinged = now
+			if s.beat.pingDue(&pinged, now) {
 				st.f.add(pingComment)
 				if !st.send() {
 					return

@@ -12,15 +12,27 @@ import (
 // last ping and ends if its lifetime is over, so both are late by at most
 // a period, which is a quarter of the shorter of the two.
 type beat struct {
-	period time.Duration
-	stop   <-chan struct{}
-	start  sync.Once
-	mu     sync.Mutex
-	ch     chan struct{}
+	period    time.Duration
+	heartbeat time.Duration
+	stop      <-chan struct{}
+	start     sync.Once
+	mu        sync.Mutex
+	ch        chan struct{}
 }
 
 func newBeat(heartbeat, lifetime time.Duration, stop <-chan struct{}) *beat {
-	return &beat{period: max(min(heartbeat, lifetime)/4, 10*time.Millisecond), stop: stop, ch: make(chan struct{})}
+	return &beat{period: max(min(heartbeat, lifetime)/4, 10*time.Millisecond), heartbeat: heartbeat, stop: stop, ch: make(chan struct{})}
+}
+
+// pingDue reports whether a stream that last pinged at *last is due a ping
+// at now: a heartbeat after the last, give or take half a beat. If it is,
+// *last becomes now.
+func (b *beat) pingDue(last *time.Time, now time.Time) bool {
+	if now.Sub(*last) < b.heartbeat-b.period/2 {
+		return false
+	}
+	*last = now
+	return true
 }
 
 // next returns the channel closed at the next beat (or at shutdown). The

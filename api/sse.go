@@ -267,16 +267,16 @@ func (st *sseStream) run(ctx context.Context) {
 	for {
 		// Until the stream is live, the records may come from the store
 		// (a deep stack): aside.
-		step := streamCaughtUp
+		step := stepCaughtUp
 		if st.unwatch != nil {
 			step = st.catchUpAside(ctx)
 		} else {
 			step = st.catchUp(ctx)
 		}
 		switch step {
-		case streamEnded:
+		case stepEnded:
 			return
-		case streamMore:
+		case stepMore:
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
@@ -300,13 +300,6 @@ func (st *sseStream) run(ctx context.Context) {
 
 // streamClock is when a stream started and last pinged.
 type streamClock struct{ started, pinged time.Time }
-
-// What catchUp found.
-const (
-	streamCaughtUp = iota // nothing more: wait
-	streamMore            // records were written: look again
-	streamEnded           // the stream ended
-)
 
 // catchUp writes everything that is ready (history is read a page at a
 // time) in one write: one syscall for many events. It also writes the end
@@ -333,15 +326,15 @@ func (st *sseStream) catchUp(ctx context.Context) int {
 			s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
 		}
 		st.send()
-		return streamEnded
+		return stepEnded
 	}
 	if len(recs) == 0 {
-		return streamCaughtUp
+		return stepCaughtUp
 	}
 	if !st.send() {
-		return streamEnded
+		return stepEnded
 	}
-	return streamMore
+	return stepMore
 }
 
 // catchUpAside is catchUp, aside.
@@ -349,7 +342,7 @@ func (st *sseStream) catchUp(ctx context.Context) int {
 //go:noinline
 func (st *sseStream) catchUpAside(ctx context.Context) (step int) {
 	if !st.s.aside(func() { step = st.catchUp(ctx) }) {
-		return streamEnded
+		return stepEnded
 	}
 	return step
 }
@@ -375,8 +368,8 @@ func (st *sseStream) goLive(ctx *context.Context) bool {
 }
 
 // onBeat ends the stream at the end of its lifetime or of its token, and
-// pings when one is due (a heartbeat after the last, give or take half a
-// beat). It reports whether the stream goes on.
+// pings when one is due (beat.pingDue). It reports whether the stream goes
+// on.
 //
 //go:noinline
 func (st *sseStream) onBeat(c *streamClock) bool {
@@ -389,8 +382,7 @@ func (st *sseStream) onBeat(c *streamClock) bool {
 	case s.expired(st.exp):
 		st.endAside("reconnect", `{"reason":"token_expired"}`)
 		return false
-	case now.Sub(c.pinged) >= s.opts.Heartbeat-s.beat.period/2:
-		c.pinged = now
+	case s.beat.pingDue(&c.pinged, now):
 		return st.pingAside()
 	}
 	return true

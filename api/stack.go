@@ -35,3 +35,13 @@ func (s *Server) aside(f func()) (ok bool) {
 	<-done
 	return ok
 }
+
+// What one step of a stream's or a subscription's loop did with the
+// records that were ready: the loop waits, looks again, or ends. The
+// steps run aside until the stream is live (the records may come from the
+// store), then in place.
+const (
+	stepCaughtUp = iota // nothing more: wait
+	stepMore            // records were written or queued: look again
+	stepEnded           // the stream or subscription ended
+)

@@ -190,13 +190,11 @@ func (wc *wsConn) write(w *wsWriter) (ok bool) {
 	return w.flush(wc.ctx, wc)
 }
 
-// onBeat pings when a ping is due: a heartbeat after the last, give or
-// take half a beat.
+// onBeat pings when a ping is due (beat.pingDue).
 //
 //go:noinline
 func (wc *wsConn) onBeat(w *wsWriter) {
-	if now := time.Now(); now.Sub(w.pinged) >= wc.s.opts.Heartbeat-wc.s.beat.period/2 {
-		w.pinged = now
+	if wc.s.beat.pingDue(&w.pinged, time.Now()) {
 		wc.s.aside(wc.ping) // formatting the time is deep too
 	}
 }

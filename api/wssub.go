@@ -83,16 +83,16 @@ func (wc *wsConn) follow(sub *wsSub) {
 	}
 	live := false
 	for {
-		step := subCaughtUp
+		step := stepCaughtUp
 		if live {
 			step = wc.forward(sub, &resume)
 		} else {
 			step = wc.forwardAside(sub, &resume)
 		}
 		switch step {
-		case subEnded:
+		case stepEnded:
 			return
-		case subMore:
+		case stepMore:
 			continue
 		}
 		live = true
@@ -131,17 +131,10 @@ func (wc *wsConn) beginAside(sub *wsSub) (resume tether.Offset, ok bool) {
 //go:noinline
 func (wc *wsConn) forwardAside(sub *wsSub, resume *tether.Offset) (step int) {
 	if !wc.s.aside(func() { step = wc.forward(sub, resume) }) {
-		return subEnded
+		return stepEnded
 	}
 	return step
 }
-
-// What forward did.
-const (
-	subCaughtUp = iota // nothing more: wait
-	subMore            // records were queued: look again
-	subEnded           // the subscription ended
-)
 
 // begin queues the subscribed frame and, when due, the snapshot's, and
 // returns the cursor after them; false if the subscription ended first.
@@ -168,16 +161,16 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 	select {
 	case <-sub.halt:
 		wc.end(sub, sub.reason, *resume)
-		return subEnded
+		return stepEnded
 	case <-wc.ctx.Done():
-		return subEnded
+		return stepEnded
 	default:
 	}
 	es := sub.es
 	recs, err := es.TryNext(wc.ctx)
 	for _, rec := range recs {
 		if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, *resume) {
-			return subEnded
+			return stepEnded
 		}
 		*resume = rec.Offset
 	}
@@ -188,12 +181,12 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 		if reason := wc.endReason(sub, err); reason != "" {
 			wc.end(sub, reason, *resume)
 		}
-		return subEnded
+		return stepEnded
 	}
 	if len(recs) > 0 {
-		return subMore
+		return stepMore
 	}
-	return subCaughtUp
+	return stepCaughtUp
 }
 
 // put queues f once there is room. If the subscription is stopped
