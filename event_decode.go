@@ -16,13 +16,11 @@ func decodeEventsFast(data []byte) ([]*Event, bool) {
 	if !d.byte('[') {
 		return nil, false
 	}
-	n := 0
 	if !d.byte(']') {
 		for {
 			if !d.event() {
 				return nil, false
 			}
-			n++
 			if d.byte(']') {
 				break
 			}
@@ -37,8 +35,8 @@ func decodeEventsFast(data []byte) ([]*Event, bool) {
 	// The body is valid. Each field gets its own string: one string of
 	// the whole body would be kept alive by any field a thread's state
 	// keeps (a message id), long after the body is gone.
-	evs := make([]*Event, n)
-	all := make([]Event, n)
+	evs := make([]*Event, d.events)
+	all := make([]Event, d.events)
 	for i := range evs {
 		evs[i] = &all[i]
 	}

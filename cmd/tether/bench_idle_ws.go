@@ -81,11 +81,8 @@ func (b *bencher) dialSocketFrom(ctx context.Context, hc *http.Client, threadID 
 func socketClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: 5 * time.Second}
-			if ip, _ := ctx.Value(localAddrKey{}).(net.IP); ip != nil {
-				d.LocalAddr = &net.TCPAddr{IP: ip}
-			}
-			return d.DialContext(ctx, network, addr)
+			local, _ := ctx.Value(localAddrKey{}).(net.IP)
+			return localDialer(local).DialContext(ctx, network, addr)
 		},
 	}}
 }

@@ -97,11 +97,7 @@ func (a *apiClient) dialFrom(ctx context.Context, u *url.URL, local net.IP) (net
 		}
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	if local != nil {
-		d.LocalAddr = &net.TCPAddr{IP: local}
-	}
-	c, err := d.DialContext(ctx, "tcp", host)
+	c, err := localDialer(local).DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, a.transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: err})
 	}
@@ -198,4 +194,13 @@ func readResponse(br *bufio.Reader, body *bytes.Buffer) (status int, keep bool, 
 
 func asciiEqual(b []byte, s string) bool {
 	return len(b) == len(s) && strings.EqualFold(string(b), s)
+}
+
+// localDialer dials from local (nil: the system's choice).
+func localDialer(local net.IP) *net.Dialer {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: local}
+	}
+	return d
 }
