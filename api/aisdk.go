@@ -363,7 +363,8 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			ev, derr := rec.Decode()
 			if derr != nil {
 				s.log.Warn("ai-sdk stream: undecodable event", "thread", sub.ThreadID, "offset", rec.Offset, "err", derr)
-				return
+				flush()
+				panic(http.ErrAbortHandler) // mid-answer: not a clean end (below)
 			}
 			add(proj.Event(ev), rec.Offset)
 			if proj.Ended() {
@@ -372,11 +373,20 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, hub.ErrClosed) && !errors.Is(err, hub.ErrSlow) && ctx.Err() == nil {
+			flush()
+			if errors.Is(err, io.EOF) || errors.Is(err, hub.ErrClosed) || ctx.Err() != nil {
+				return // the run's end, the thread deleted, shutdown, or the client gone
+			}
+			// Cut mid-answer (a client too far behind, a failed read): the
+			// default transport takes a clean end for the answer's end and
+			// would keep the partial message as the whole, so the response
+			// is aborted, an error the client sees as one, and resumes from.
+			if errors.Is(err, hub.ErrSlow) {
+				s.metrics.slowCuts.Inc()
+			} else {
 				s.log.Warn("ai-sdk stream ended", "thread", sub.ThreadID, "err", err, "request_id", requestID(r))
 			}
-			flush()
-			return
+			panic(http.ErrAbortHandler)
 		}
 		if len(recs) > 0 {
 			if !flush() {
