@@ -220,9 +220,6 @@ func (s *Server) aisdkFold(ctx context.Context, live *engine.Subscription, after
 	for {
 		recs, err := sub.TryNext(ctx)
 		for _, rec := range recs {
-			if rec.Offset.After(after) {
-				return proj, nil
-			}
 			ev, err := rec.Decode()
 			if err != nil {
 				return nil, err
@@ -231,7 +228,13 @@ func (s *Server) aisdkFold(ctx context.Context, live *engine.Subscription, after
 				if ev.Type != tether.EventRunCreated || ev.Run == nil {
 					return nil, tether.Errorf(tether.CodeInternal, "run %s starts with %s", live.RunID, ev.Type)
 				}
+				// A cursor before the run (an earlier run's offset): the
+				// projection starts at its run.created, which the live
+				// subscription delivers.
 				proj = aisdk.NewStream(*ev.Run)
+			}
+			if rec.Offset.After(after) {
+				return proj, nil
 			}
 			proj.Event(ev)
 		}

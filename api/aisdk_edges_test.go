@@ -39,3 +39,30 @@ func TestAISDKSlowConsumerIsAborted(t *testing.T) {
 		t.Fatalf("the stream was closed cleanly mid-answer after %d bytes (finish sent: %v), not aborted", len(b), strings.Contains(string(b), `"type":"finish"`))
 	}
 }
+
+// TestAISDKResumeBeforeRun: a resume of a run from an offset of the chat
+// before that run (the last id of the chat's previous answer) sends the
+// whole run, as from its start; it answered 200 with nothing (the
+// handler panicked on a projection it never made).
+func TestAISDKResumeBeforeRun(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	first := parseUI(t, string(v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u1", "one")}, `{"tokens":3,"delay_ms":0}`)).body))
+	last := ""
+	for _, f := range first {
+		if f.id != "" {
+			last = f.id
+		}
+	}
+	r := v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u1", "one"), userMsg("u2", "two")}, `{"tokens":3,"delay_ms":0}`))
+	run := strings.TrimPrefix(r.header.Get("Content-Location"), "/v1/runs/")
+	want := parseUI(t, string(r.body))
+	got := parseUI(t, string(v.mustDo(200, "GET", chatAPI+"/c/stream?run_id="+run+"&after="+last, nil).body))
+	if len(got) != len(want) {
+		t.Fatalf("%d frames, want the run's %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].raw != want[i].raw {
+			t.Fatalf("frame %d: %s, want %s", i, got[i].raw, want[i].raw)
+		}
+	}
+}
