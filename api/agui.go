@@ -193,6 +193,9 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 		req.proj = agui.New(tid, agui.Options{Run: rid})
 		if after == tether.OffsetNow {
 			req.proj.Load(sub.Snapshot)
+			// Nothing of a run that ended follows the tail: its stream
+			// ends at once, as from a cursor at or after its end.
+			req.ended = once && runEnded(sub.Snapshot, rid)
 		} else {
 			req.prelude = req.proj.Join(sub.Snapshot)
 		}
@@ -212,6 +215,17 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 		req.proj = agui.New(tid, agui.Options{Run: rid})
 	}
 	s.aguiStream(w, r, req)
+}
+
+// runEnded reports whether run rid of snap has ended for good (done,
+// error, cancelled, aborted).
+func runEnded(snap *tether.Snapshot, rid string) bool {
+	for _, r := range snap.Runs {
+		if r.ID == rid {
+			return r.Status.Terminal()
+		}
+	}
+	return false
 }
 
 // currentRun resolves the run a run route names: "current" is the thread's

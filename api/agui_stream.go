@@ -28,6 +28,9 @@ type aguiReq struct {
 	// once ends the stream after the first AG-UI run's end (RUN_FINISHED
 	// with any outcome, or RUN_ERROR).
 	once bool
+	// ended, with once, says that run ended before the stream starts
+	// (a join from the tail): it ends right after ":ok".
+	ended bool
 	// runID, if set, is the runId of the AG-UI run a POST serves: the
 	// client's.
 	runID string
@@ -61,7 +64,7 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, req aguiReq)
 			return
 		}
 	}
-	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
+	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done, exp: principalOf(r).Expires, ended: req.ended}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
