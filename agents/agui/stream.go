@@ -18,6 +18,12 @@ var errFrameTooLarge = errors.New("an event over 8 MiB")
 // "\n", comments, event, id and retry fields ignored, CR, LF or CRLF line
 // ends) and calls fn with the data of each frame that has any. It returns
 // nil at the end of the stream, fn's error, or a read error.
+//
+// Unlike EventSource, a last frame that the end of the stream cuts short
+// of its blank line is not dropped: @ag-ui/client's parser reads what is
+// left when the body ends, and an agent whose last event is written so
+// must finish behind Tether as it does there. (A body cut by a dropped
+// connection is a read error, not the end.)
 func frames(r io.Reader, fn func(data []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var data []byte
@@ -26,7 +32,10 @@ func frames(r io.Reader, fn func(data []byte) error) error {
 		line, err := readLine(br)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil // a frame without its blank line is dropped, as EventSource does
+				if has {
+					return fn(data)
+				}
+				return nil
 			}
 			return err
 		}
