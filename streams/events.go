@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -232,7 +233,9 @@ func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
 	// JSON's whitespace only (RFC 8259 §2): bytes.TrimSpace would also take
 	// a form feed, a vertical tab, U+0085 or U+00A0, which are not JSON.
 	body = bytes.Trim(body, " \t\r\n")
-	if !json.Valid(body) {
+	// json.Valid does not look at the encoding; JSON is UTF-8 (RFC 8259
+	// §8.1), and what is stored is read back byte for byte.
+	if !utf8.Valid(body) || !json.Valid(body) {
 		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
 	}
 	if body[0] != '[' {
