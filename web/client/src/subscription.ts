@@ -492,15 +492,23 @@ export class SubscriptionImpl implements Subscription {
         return true;
       }
       case 'end': {
-        // A stream that could not start (an unknown thread, run or
-        // message) ends with the error its status would have said.
+        // The server says the subscription is complete: the run or message
+        // ended (at or before the cursor), or the thread was deleted; or
+        // that it could not start (an unknown thread, run or message: the
+        // error its status would have said).
         const e = failure(f.data);
         if (e) {
           o.error = e;
           o.fatal = true;
           return true;
         }
-        break;
+        if (endReason(f.data) === 'thread_deleted') {
+          o.error = new TetherError('not_found', 'the thread was deleted', 200);
+          o.fatal = true;
+          return true;
+        }
+        this.done = true;
+        return true;
       }
       case 'snapshot': {
         if (f.noData) return false;
@@ -522,7 +530,7 @@ export class SubscriptionImpl implements Subscription {
         return this.done || this.isClosed;
       }
     }
-    if (f.noData) return false;
+    if (f.noData || f.id === undefined) return false; // a control frame this client does not know
     let ev: TetherEvent;
     try {
       ev = JSON.parse(f.data) as TetherEvent;
@@ -566,6 +574,15 @@ export class SubscriptionImpl implements Subscription {
       return;
     }
     if (this.runId && snap.runs.some((r) => r.id === this.runId && isTerminalRunStatus(r.status))) this.done = true;
+  }
+}
+
+// endReason reads the reason of an end frame, if it has one.
+function endReason(data: string): unknown {
+  try {
+    return (JSON.parse(data) as { reason?: unknown })?.reason;
+  } catch {
+    return undefined;
   }
 }
 
