@@ -160,6 +160,7 @@ export class SubscriptionImpl implements Subscription {
   private isClosed = false;
   private done = false;
   private attempt = 0;
+  private failures = 0; // consecutive connections that failed before opening: for maxAttempts
   private ac: AbortController | undefined;
   private abortCause: TetherError | undefined;
   private readonly timers: Timers;
@@ -324,9 +325,12 @@ export class SubscriptionImpl implements Subscription {
       }
       asked = 0;
       this.attempt++;
+      // A connection that opened and then dropped is not a failed attempt:
+      // only the tries after it count towards maxAttempts.
+      this.failures = o.connected ? 0 : this.failures + 1;
       const max = this.opts.maxAttempts ?? Infinity;
-      if (this.attempt >= max) {
-        return this.finish('error', o.error ?? new TetherError('network', `gave up after ${this.attempt} attempts`));
+      if (this.failures >= max) {
+        return this.finish('error', o.error ?? new TetherError('network', `gave up after ${this.failures} attempts`));
       }
       const delayMs = backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random());
       this.emit('reconnecting', { delayMs, ...(o.error ? { error: o.error } : {}) });

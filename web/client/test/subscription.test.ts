@@ -126,6 +126,26 @@ describe('subscribe', () => {
     sub.close();
   });
 
+  it('maxAttempts counts failed attempts, not the drop of a connection that was open', async () => {
+    const rec = record();
+    const errors: string[] = [];
+    const p1 = ff.expectSSE();
+    const sub = client.subscribe({ threadId: 't1' }, { ...rec.handlers, maxAttempts: 2, onError: (e) => errors.push(e.code) });
+    (await p1).push(connected() + eventFrame(ev[0]!));
+    await settle();
+    (await p1).fail(); // a healthy stream drops: a reconnect is due, nothing has failed yet
+    await settle();
+    expect(sub.state).toBe('reconnecting');
+    ff.fallback = () => new TypeError('connection refused');
+    await vi.advanceTimersByTimeAsync(backoffDelay(0, {}, () => 0));
+    expect(ff.requests).toHaveLength(2);
+    expect(sub.state).toBe('reconnecting'); // one failed attempt of two
+    await vi.advanceTimersByTimeAsync(backoffDelay(1, {}, () => 0));
+    expect(ff.requests).toHaveLength(3);
+    expect(await sub.closed).toMatchObject({ reason: 'error' });
+    expect(errors).toEqual(['network']);
+  });
+
   it('applies jitter within [base/2, base] and caps at maxMs', () => {
     expect(backoffDelay(0, {}, () => 0)).toBe(500);
     expect(backoffDelay(0, {}, () => 0.999)).toBe(250);
