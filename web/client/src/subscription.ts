@@ -2,7 +2,7 @@
 
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { SSEFrameTooLargeError, SSEParser, type SSEFrame } from './sse.js';
-import { backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
+import { DEFAULT_MAX_BACKOFF_MS, backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
 import type { ConnectedInfo, Offset, Run, Snapshot, TetherEvent } from './types.js';
 import { compareOffsets, isEventOffset, isTerminalMessageStatus, isTerminalRunStatus } from './types.js';
 
@@ -132,6 +132,7 @@ interface Outcome {
   now?: boolean; // the server asked to reconnect
   tokenExpired?: boolean; // …because the token expired
   connected?: boolean;
+  retryAfterMs?: number; // the answer's Retry-After: the least wait before the next try
   yielded: number;
 }
 
@@ -332,7 +333,11 @@ export class SubscriptionImpl implements Subscription {
       if (this.failures >= max) {
         return this.finish('error', o.error ?? new TetherError('network', `gave up after ${this.failures} attempts`));
       }
-      const delayMs = backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random());
+      // Not before the server's Retry-After (a 429 or 503), up to the backoff's maxMs.
+      const delayMs = Math.max(
+        backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random()),
+        Math.min(o.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
+      );
       this.emit('reconnecting', { delayMs, ...(o.error ? { error: o.error } : {}) });
       await this.sleep(delayMs);
     }
@@ -399,7 +404,7 @@ export class SubscriptionImpl implements Subscription {
       if (this.isClosed) return o;
       if (!res.ok) {
         const err = await errorFromResponse(res);
-        return { ...o, error: err, fatal: !err.retryable };
+        return { ...o, error: err, fatal: !err.retryable, retryAfterMs: retryAfterMs(res) };
       }
       if (this.create && !this.runId) {
         const loc = res.headers.get('content-location') ?? '';
@@ -579,6 +584,13 @@ export class SubscriptionImpl implements Subscription {
     }
     if (this.runId && snap.runs.some((r) => r.id === this.runId && isTerminalRunStatus(r.status))) this.done = true;
   }
+}
+
+// retryAfterMs reads an answer's Retry-After in seconds, as milliseconds.
+function retryAfterMs(res: Response): number | undefined {
+  const v = res.headers.get('retry-after');
+  if (v === null || !/^[0-9]+$/.test(v.trim())) return undefined;
+  return Number(v.trim()) * 1000;
 }
 
 // endReason reads the reason of an end frame, if it has one.

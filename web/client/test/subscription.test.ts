@@ -250,6 +250,24 @@ describe('subscribe', () => {
     sub.close();
   });
 
+  it('waits out the Retry-After of a 429 or 503 (up to the backoff\'s maxMs) before it connects again', async () => {
+    const rec = record();
+    ff.next(() => json({ error: { code: 'rate_limited', message: 'too many streams open at once' } }, 429, { 'Retry-After': '3' }));
+    const p2 = ff.expectSSE();
+    const sub = client.subscribe({ threadId: 't1' }, rec.handlers);
+    await settle();
+    const last = rec.states[rec.states.length - 1]!;
+    expect(last[0]).toBe('reconnecting');
+    expect(last[1]).toMatchObject({ delayMs: 3000, error: { code: 'rate_limited' } });
+    await vi.advanceTimersByTimeAsync(2999);
+    expect(ff.requests).toHaveLength(1); // not before its time
+    await vi.advanceTimersByTimeAsync(1);
+    (await p2).push(connected());
+    await settle();
+    expect(sub.state).toBe('open');
+    sub.close();
+  });
+
   it('closes with the error on a 4xx and does not retry', async () => {
     ff.next(() => errorResponse(404, 'not_found', 'thread t9 not found'));
     const onError = vi.fn();
