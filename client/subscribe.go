@@ -94,8 +94,9 @@ var errStalled = errors.New("no data for 3 heartbeats")
 //
 // It resumes by itself after any drop (end of stream, network error, 5xx,
 // 429, a stream silent for 3 heartbeats), from the last event it yielded
-// (sent as Last-Event-ID), with exponential backoff and full jitter; a
-// server's "reconnect" frame resumes at once. Events at or before the last
+// (sent as Last-Event-ID), with exponential backoff and full jitter, and
+// not before an answer's Retry-After (up to MaxBackoff); a server's
+// "reconnect" frame resumes at once. Events at or before the last
 // yielded offset are skipped. With Options.TokenFunc, a stream the server
 // ends at its token's exp (reconnect, reason token_expired) resumes with
 // a fresh token, as does a connection answered 401 token_expired (once);
@@ -141,12 +142,13 @@ type subscription struct {
 
 // outcome is how one connection ended.
 type outcome struct {
-	err       error // why it ended, if not by a clean end of stream
-	fatal     bool  // err cannot be fixed by retrying: yield it and stop
-	stop      bool  // the iteration is over (consumer gone or subscription done)
-	now       bool  // reconnect without backoff (the server asked)
-	connected bool  // a connected frame came
-	yielded   int   // events and snapshots yielded on this connection
+	err       error         // why it ended, if not by a clean end of stream
+	fatal     bool          // err cannot be fixed by retrying: yield it and stop
+	stop      bool          // the iteration is over (consumer gone or subscription done)
+	now       bool          // reconnect without backoff (the server asked)
+	wait      time.Duration // the answer's Retry-After: the least wait before the next try
+	connected bool          // a connected frame came
+	yielded   int           // events and snapshots yielded on this connection
 }
 
 func (s *subscription) setState(st State) {
@@ -201,7 +203,7 @@ func (s *subscription) run(ctx context.Context, yield func(Update, error) bool) 
 			continue
 		}
 		asked = 0
-		d := s.c.backoff(attempt)
+		d := max(s.c.backoff(attempt), min(o.wait, s.c.max))
 		attempt++
 		level := slog.LevelWarn
 		if o.err == nil {
@@ -292,7 +294,7 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		err := responseError(resp)
 		st := resp.StatusCode
 		retry := st >= 500 || st == http.StatusRequestTimeout || st == http.StatusTooManyRequests
-		return outcome{err: err, fatal: !retry}
+		return outcome{err: err, fatal: !retry, wait: retryAfter(resp)}
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		if mt == "" {

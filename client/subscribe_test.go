@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -686,4 +688,55 @@ func TestSubscribeErrorAfterPreamble(t *testing.T) {
 	}
 	got, _, errs = collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
 	checkEvents(t, got, offsets(1, 2), errs)
+}
+
+// delays records the delay of each "resuming" log line of a subscription.
+type delays struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (h *delays) Enabled(context.Context, slog.Level) bool { return true }
+func (h *delays) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *delays) WithGroup(string) slog.Handler            { return h }
+func (h *delays) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "delay" {
+			h.mu.Lock()
+			h.d = append(h.d, a.Value.Duration())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// TestSubscribeRetryAfter: a 429 or 503 with Retry-After is tried again
+// no sooner than it says (up to MaxBackoff), as REST calls are.
+func TestSubscribeRetryAfter(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					w.Header().Set("Retry-After", "1")
+					writeJSON(w, status, `{"error":{"code":"rate_limited","message":"too many streams open at once"}}`)
+					return
+				}
+				st := openStream(w)
+				st.connected(15000)
+				st.send(delta(1), finished(2))
+			}))
+			t.Cleanup(srv.Close)
+			h := &delays{}
+			c := New(srv.URL, &Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Second, Logger: slog.New(h)})
+			got, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
+			checkEvents(t, got, offsets(1, 2), errs)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if len(h.d) != 1 || h.d[0] < time.Second {
+				t.Fatalf("delays %v, want one of at least the Retry-After, 1s", h.d)
+			}
+		})
+	}
 }

@@ -91,7 +91,8 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Passes requests to the real server, but injects a fault into the next request matching each
     ``(method, path suffix, fault)`` injected, in order: ``lose``, the server acts and its answer
     is lost (as a cut connection would lose it); ``busy``, a 503 with ``Retry-After: 0`` instead of
-    the server's answer; ``cut``, a stream that ends right after its ``connected`` frame.
+    the server's answer; ``limited``, a 429 with ``Retry-After: 1``; ``cut``, a stream that ends
+    right after its ``connected`` frame.
     ``seen`` holds every request's method, path and ``Idempotency-Key``."""
 
     def __init__(self) -> None:
@@ -119,6 +120,8 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
     def _instead(fault: Optional[str]) -> Optional[httpx.Response]:
         if fault == "busy":
             return httpx.Response(503, json=FAULT_BODY, headers={"Retry-After": "0"})
+        if fault == "limited":
+            return httpx.Response(429, json={"error": {"code": "rate_limited", "message": "injected"}}, headers={"Retry-After": "1"})
         if fault == "cut":
             return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=b'event: connected\ndata: {"offset":"-1"}\n\n')
         return None

@@ -7,6 +7,7 @@ A test with ``connect`` runs twice: with a Client, and with an AsyncClient
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -142,6 +143,22 @@ def test_calls_are_retried_where_it_is_safe_and_a_run_starts_once(server, connec
         with pytest.raises(TetherError) as e:
             c.get_run("nope")
         assert e.value.code == "not_found" and faults.paths(n) == ["/v1/runs/nope"]
+
+
+def test_a_refused_stream_waits_out_retry_after(server, connect):
+    """A 429 (the server's too-many-streams answer) or a 503 with ``Retry-After`` is tried again no
+    sooner than it says (up to max_backoff), as a REST call is, not after the first short backoff."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=5) as c:
+        th = c.create_thread()
+        run = c.create_run(th.id, "hi", metadata=QUICK)
+        events = list(c.follow(run.id))
+        n = len(faults.seen)
+        faults.inject(("GET", "/events", "limited"))
+        start = time.monotonic()
+        assert [e.offset for e in c.follow(run.id)] == [e.offset for e in events]
+        assert time.monotonic() - start >= 1.0
+        assert faults.paths(n) == [f"/v1/runs/{run.id}/events"] * 2
 
 
 def test_a_stream_cut_after_connected_asks_the_server_whether_it_ended(server, connect):

@@ -275,7 +275,7 @@ class ClientCore:
                     asked += 1
                     continue
                 asked = 0
-                yield Sleep(self._backoff(attempt))
+                yield Sleep(self._retry_delay(attempt, o.answer))
                 attempt += 1
         finally:
             f.set_state("closed")
@@ -294,7 +294,7 @@ class ClientCore:
             resp, o.token = yield from self._send(Send("GET", self.base_url + path, headers, timeout=stream_timeout(f.read_timeout), stream=True))
             if resp.status_code != 200:
                 err = TetherError.from_response(resp.status_code, resp.content, resp.headers)
-                o.error, o.fatal = err, not _api.retryable(resp.status_code, _api.SAFE)
+                o.error, o.fatal, o.answer = err, not _api.retryable(resp.status_code, _api.SAFE), resp
                 return
             ctype = resp.headers.get("content-type", "").split(";")[0].strip()
             if ctype != "text/event-stream":

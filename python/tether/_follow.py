@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 from urllib.parse import quote, urlencode
 
 from .errors import NOT_FOUND, INTERNAL, StreamError
@@ -48,6 +48,7 @@ class Outcome:
     now: bool = False  # the server asked to reconnect at once
     token_expired: bool = False  # ...because the token expired: the next connection needs a new one
     token: Optional[str] = None  # the token the connection was made with
+    answer: Optional[Any] = None  # an answer other than 200 (an httpx.Response): its Retry-After bounds the wait
     connected: bool = False
     yielded: int = 0
 

@@ -223,7 +223,8 @@ class AsyncClient(ClientCore):
 
         It resumes by itself after any drop (end of stream, network error,
         5xx, a stream silent for 3 heartbeats) from the last offset it
-        yielded, with backoff; events at or before it are skipped. A run
+        yielded, with backoff (and not before an answer's ``Retry-After``, up to
+        ``max_backoff``); events at or before it are skipped. A run
         subscription ends after ``run.finished``, a message subscription
         after the message ends; a thread subscription goes on until the
         consumer stops. Answers that retrying cannot change (400, 401, 403,

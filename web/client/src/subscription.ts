@@ -2,7 +2,7 @@
 
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { SSEFrameTooLargeError, SSEParser, type SSEFrame } from './sse.js';
-import { backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
+import { DEFAULT_MAX_BACKOFF_MS, backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
 import type { ConnectedInfo, Offset, Run, Snapshot, TetherEvent } from './types.js';
 import { compareOffsets, isEventOffset, isTerminalMessageStatus, isTerminalRunStatus } from './types.js';
 
@@ -132,6 +132,7 @@ interface Outcome {
   now?: boolean; // the server asked to reconnect
   tokenExpired?: boolean; // …because the token expired
   connected?: boolean;
+  retryAfterMs?: number; // the answer's Retry-After: the least wait before the next try
   yielded: number;
 }
 
@@ -160,6 +161,7 @@ export class SubscriptionImpl implements Subscription {
   private isClosed = false;
   private done = false;
   private attempt = 0;
+  private failures = 0; // consecutive connections that failed before opening: for maxAttempts
   private ac: AbortController | undefined;
   private abortCause: TetherError | undefined;
   private readonly timers: Timers;
@@ -324,11 +326,18 @@ export class SubscriptionImpl implements Subscription {
       }
       asked = 0;
       this.attempt++;
+      // A connection that opened and then dropped is not a failed attempt:
+      // only the tries after it count towards maxAttempts.
+      this.failures = o.connected ? 0 : this.failures + 1;
       const max = this.opts.maxAttempts ?? Infinity;
-      if (this.attempt >= max) {
-        return this.finish('error', o.error ?? new TetherError('network', `gave up after ${this.attempt} attempts`));
+      if (this.failures >= max) {
+        return this.finish('error', o.error ?? new TetherError('network', `gave up after ${this.failures} attempts`));
       }
-      const delayMs = backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random());
+      // Not before the server's Retry-After (a 429 or 503), up to the backoff's maxMs.
+      const delayMs = Math.max(
+        backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random()),
+        Math.min(o.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
+      );
       this.emit('reconnecting', { delayMs, ...(o.error ? { error: o.error } : {}) });
       await this.sleep(delayMs);
     }
@@ -395,7 +404,7 @@ export class SubscriptionImpl implements Subscription {
       if (this.isClosed) return o;
       if (!res.ok) {
         const err = await errorFromResponse(res);
-        return { ...o, error: err, fatal: !err.retryable };
+        return { ...o, error: err, fatal: !err.retryable, retryAfterMs: retryAfterMs(res) };
       }
       if (this.create && !this.runId) {
         const loc = res.headers.get('content-location') ?? '';
@@ -492,15 +501,23 @@ export class SubscriptionImpl implements Subscription {
         return true;
       }
       case 'end': {
-        // A stream that could not start (an unknown thread, run or
-        // message) ends with the error its status would have said.
+        // The server says the subscription is complete: the run or message
+        // ended (at or before the cursor), or the thread was deleted; or
+        // that it could not start (an unknown thread, run or message: the
+        // error its status would have said).
         const e = failure(f.data);
         if (e) {
           o.error = e;
           o.fatal = true;
           return true;
         }
-        break;
+        if (endReason(f.data) === 'thread_deleted') {
+          o.error = new TetherError('not_found', 'the thread was deleted', 200);
+          o.fatal = true;
+          return true;
+        }
+        this.done = true;
+        return true;
       }
       case 'snapshot': {
         if (f.noData) return false;
@@ -522,7 +539,7 @@ export class SubscriptionImpl implements Subscription {
         return this.done || this.isClosed;
       }
     }
-    if (f.noData) return false;
+    if (f.noData || f.id === undefined) return false; // a control frame this client does not know
     let ev: TetherEvent;
     try {
       ev = JSON.parse(f.data) as TetherEvent;
@@ -566,6 +583,22 @@ export class SubscriptionImpl implements Subscription {
       return;
     }
     if (this.runId && snap.runs.some((r) => r.id === this.runId && isTerminalRunStatus(r.status))) this.done = true;
+  }
+}
+
+// retryAfterMs reads an answer's Retry-After in seconds, as milliseconds.
+function retryAfterMs(res: Response): number | undefined {
+  const v = res.headers.get('retry-after');
+  if (v === null || !/^[0-9]+$/.test(v.trim())) return undefined;
+  return Number(v.trim()) * 1000;
+}
+
+// endReason reads the reason of an end frame, if it has one.
+function endReason(data: string): unknown {
+  try {
+    return (JSON.parse(data) as { reason?: unknown })?.reason;
+  } catch {
+    return undefined;
   }
 }
 

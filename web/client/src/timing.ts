@@ -54,6 +54,9 @@ export const browserLifecycle: Lifecycle = {
   },
 };
 
+/** The default largest backoff delay: 30 s. */
+export const DEFAULT_MAX_BACKOFF_MS = 30_000;
+
 /** Exponential backoff with jitter. */
 export interface BackoffOptions {
   /** The first delay. Defaults to 500 ms. */
@@ -75,7 +78,7 @@ export interface BackoffOptions {
  * `min(maxMs, initialMs × factor^attempt)`, less up to `jitter` of it.
  */
 export function backoffDelay(attempt: number, opts: BackoffOptions = {}, random: () => number = Math.random): number {
-  const { initialMs = 500, maxMs = 30_000, factor = 2, jitter = 0.5 } = opts;
+  const { initialMs = 500, maxMs = DEFAULT_MAX_BACKOFF_MS, factor = 2, jitter = 0.5 } = opts;
   const base = Math.min(maxMs, initialMs * Math.pow(factor, Math.max(0, attempt)));
   return Math.round(base * (1 - jitter * random()));
 }

@@ -126,6 +126,26 @@ describe('subscribe', () => {
     sub.close();
   });
 
+  it('maxAttempts counts failed attempts, not the drop of a connection that was open', async () => {
+    const rec = record();
+    const errors: string[] = [];
+    const p1 = ff.expectSSE();
+    const sub = client.subscribe({ threadId: 't1' }, { ...rec.handlers, maxAttempts: 2, onError: (e) => errors.push(e.code) });
+    (await p1).push(connected() + eventFrame(ev[0]!));
+    await settle();
+    (await p1).fail(); // a healthy stream drops: a reconnect is due, nothing has failed yet
+    await settle();
+    expect(sub.state).toBe('reconnecting');
+    ff.fallback = () => new TypeError('connection refused');
+    await vi.advanceTimersByTimeAsync(backoffDelay(0, {}, () => 0));
+    expect(ff.requests).toHaveLength(2);
+    expect(sub.state).toBe('reconnecting'); // one failed attempt of two
+    await vi.advanceTimersByTimeAsync(backoffDelay(1, {}, () => 0));
+    expect(ff.requests).toHaveLength(3);
+    expect(await sub.closed).toMatchObject({ reason: 'error' });
+    expect(errors).toEqual(['network']);
+  });
+
   it('applies jitter within [base/2, base] and caps at maxMs', () => {
     expect(backoffDelay(0, {}, () => 0)).toBe(500);
     expect(backoffDelay(0, {}, () => 0.999)).toBe(250);
@@ -227,6 +247,24 @@ describe('subscribe', () => {
     await settle();
     expect(rec.events.map((e) => e.offset)).toEqual(ev.slice(0, 2).map((e) => e.offset));
     expect(ff.requests).toHaveLength(2);
+    sub.close();
+  });
+
+  it('waits out the Retry-After of a 429 or 503 (up to the backoff\'s maxMs) before it connects again', async () => {
+    const rec = record();
+    ff.next(() => json({ error: { code: 'rate_limited', message: 'too many streams open at once' } }, 429, { 'Retry-After': '3' }));
+    const p2 = ff.expectSSE();
+    const sub = client.subscribe({ threadId: 't1' }, rec.handlers);
+    await settle();
+    const last = rec.states[rec.states.length - 1]!;
+    expect(last[0]).toBe('reconnecting');
+    expect(last[1]).toMatchObject({ delayMs: 3000, error: { code: 'rate_limited' } });
+    await vi.advanceTimersByTimeAsync(2999);
+    expect(ff.requests).toHaveLength(1); // not before its time
+    await vi.advanceTimersByTimeAsync(1);
+    (await p2).push(connected());
+    await settle();
+    expect(sub.state).toBe('open');
     sub.close();
   });
 
