@@ -2,6 +2,8 @@ package durablestreams
 
 import (
 	"bytes"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,16 @@ func TestCursor(t *testing.T) {
 	}
 	if h.cursor("1") != c || h.cursor("junk") != c {
 		t.Fatal("a cursor behind the clock is not the clock's")
+	}
+	// A client's cursor that cannot move forward (at the top of int64) is
+	// not one this server gave: it starts again from the clock, never
+	// wrapping to a negative number.
+	top := strconv.FormatInt(math.MaxInt64, 10)
+	if got := h.cursor(top); got != c {
+		t.Fatalf("cursor after %s: %s, want the clock's %s", top, got, c)
+	}
+	// One below the top moves to the top when its jitter is one interval.
+	if got := h.cursor(strconv.FormatInt(math.MaxInt64-1, 10)); got != c && got != top {
+		t.Fatalf("cursor after the top but one: %s", got)
 	}
 }
