@@ -77,6 +77,9 @@ func DecodeChatRequest(body []byte) (*ChatRequest, error) {
 	default:
 		return nil, tether.Errorf(tether.CodeBadRequest, "trigger must be %s or %s", TriggerSubmit, TriggerRegenerate)
 	}
+	if req.MessageID != "" && !tether.ValidID(req.MessageID) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "messageId (the answer to regenerate) must be %s", tether.IDRule)
+	}
 	for i, raw := range top.Messages {
 		var m InMessage
 		if err := json.Unmarshal(raw, &m); err != nil {

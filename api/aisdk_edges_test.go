@@ -66,3 +66,17 @@ func TestAISDKResumeBeforeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestAISDKRegenerateMessageIDChecked: a regenerate's messageId is an id
+// like any other, and an error about it names it; one over 237 bytes was
+// refused for an Idempotency-Key the client never sent.
+func TestAISDKRegenerateMessageIDChecked(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u1", "one")}, `{"tokens":3,"delay_ms":0}`))
+	for _, id := range []string{strings.Repeat("a", 240), "a b", "../x"} {
+		r := v.mustDo(400, "POST", chatAPI, map[string]any{"id": "c", "messages": []any{userMsg("u1", "one")}, "trigger": "regenerate-message", "messageId": id})
+		if !strings.Contains(string(r.body), "messageId") || strings.Contains(string(r.body), "Idempotency-Key") {
+			t.Fatalf("messageId %.20q: %s", id, r.body)
+		}
+	}
+}
