@@ -281,7 +281,9 @@ func (m *Manager) ack(id, token string, req AckRequest, typ string) (*AckResult,
 		switch {
 		case p == "" || l == nil:
 			return nil, errorf(CodeInvalidOffset, "the ack names a stream the subscription does not follow")
-		case a.Offset == streams.OffsetStart || a.Offset == "":
+		case a.Offset == streams.OffsetStart || !isOffset(a.Offset):
+			// Acked offsets are compared as strings: a string that is
+			// no offset may sort anywhere, and would stay as the ack.
 			return nil, errorf(CodeInvalidOffset, "an ack offset must be an offset of the stream")
 		case a.Offset < l.Acked:
 			return nil, errorf(CodeInvalidOffset, "the ack offset goes back")
@@ -381,4 +383,10 @@ func (m *Manager) Release(id, token string, req AckRequest) error {
 	m.endWake(s)
 	m.triggerNext(s)
 	return nil
+}
+
+// isOffset reports whether s is an offset as this server writes them.
+func isOffset(s string) bool {
+	_, _, err := tether.ParseOffset(tether.Offset(s))
+	return err == nil
 }

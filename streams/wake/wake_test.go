@@ -268,6 +268,14 @@ func TestWebhook(t *testing.T) {
 	if _, err := e.m.Callback("s1", n.CallbackToken, bad); code(err) != wake.CodeInvalidOffset {
 		t.Fatalf("an ack past the tail: %v", err)
 	}
+	// Strings that sort between the start and the tail but are no offset
+	// are refused too: kept, they would stand as the acked offset.
+	for _, junk := range []string{"1", "0", "00000000001", "0000000001_x", "0000000001_0000000000000001 "} {
+		bad.Acks = []wake.Ack{{Stream: "events/a", Offset: junk}}
+		if _, err := e.m.Callback("s1", n.CallbackToken, bad); code(err) != wake.CodeInvalidOffset {
+			t.Fatalf("an ack at %q: %v", junk, err)
+		}
+	}
 	res, err := e.m.Callback("s1", n.CallbackToken, ack)
 	if err != nil || !res.OK || res.NextWake {
 		t.Fatalf("callback: %+v, %v", res, err)
