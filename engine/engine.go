@@ -124,6 +124,9 @@ type Engine struct {
 	// deleting counts the deletes in flight by thread ID: while one is,
 	// the thread is not loaded (it is not_found).
 	deleting map[string]int
+	// delDone is closed, and replaced, each time a delete ends, for the
+	// creates that wait for one (afterDeletes). Guarded by mu.
+	delDone chan struct{}
 	// deletes counts the deletes of threads (here and by other nodes) by a
 	// hash of their ID (resume.go).
 	deletes [64]atomic.Uint64
@@ -160,6 +163,7 @@ func New(st store.Store, opts Options) *Engine {
 		lru:       list.New(),
 		runs:      make(map[string]string),
 		deleting:  make(map[string]int),
+		delDone:   make(chan struct{}),
 		queue:     newRunQueue(),
 		ckptQueue: make(chan *thread, 256),
 		seen:      make(map[string]time.Time),
