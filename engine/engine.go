@@ -137,6 +137,7 @@ type Engine struct {
 
 	agentsMu sync.Mutex
 	seen     map[string]time.Time // agent name → when a worker last asked for it
+	pruned   time.Time            // when names older than seenWindow last left seen and shared (every quarter of it)
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
 	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
@@ -281,6 +282,22 @@ func (e *Engine) sawAgents(ctx context.Context, names []string) {
 	var tell []string
 	dir, shared := e.st.(store.AgentDirectory)
 	e.agentsMu.Lock()
+	if now.Sub(e.pruned) >= seenWindow/4 {
+		// A name nobody asked for in seenWindow is known no more: keep
+		// the maps to the names of recent claims, however many names
+		// workers come and go with.
+		e.pruned = now
+		for n, at := range e.seen {
+			if now.Sub(at) >= seenWindow {
+				delete(e.seen, n)
+			}
+		}
+		for n, at := range e.shared {
+			if now.Sub(at) >= seenWindow {
+				delete(e.shared, n)
+			}
+		}
+	}
 	for _, n := range names {
 		e.seen[n] = now
 		if shared && now.Sub(e.shared[n]) >= seenWindow/4 {
