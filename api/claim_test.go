@@ -63,3 +63,49 @@ func TestClaimAnsweredWhenItsCommitOutlastsTheWait(t *testing.T) {
 	}
 	v.mustDo(200, "POST", "/v1/runs/"+run.ID+"/events", `[{"type":"run.finished","status":"done"}]`, "Tether-Lease", c.Lease.Token)
 }
+
+// A claim's wait_ms above what the server waits is capped at the
+// server's maximum (protocol.md §6): the claim waits, and holds one of its
+// key's streams meanwhile. A wait_ms whose nanoseconds overflow (a worker
+// asking for "as long as allowed" with the largest integer) must not turn
+// into no wait.
+func TestClaimHugeWaitIsCapped(t *testing.T) {
+	const admin, worker = "admin-token-0123456789", "worker-token-0123456789"
+	v := newEnvEngine(t, api.Options{
+		Keys:    []api.Key{{Token: admin, Role: api.RoleAdmin}, {Token: worker, Role: api.RoleWorker}},
+		MaxWait: time.Hour,
+		Limits:  api.Limits{Streams: 1},
+	}, engine.Options{})
+	auth := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
+	got := make(chan *resp, 1)
+	go func() {
+		for {
+			// Refused while the probe below holds the stream for its
+			// millisecond.
+			r := v.do("POST", "/v1/workers/claim", `{"worker_id":"w","agents":["ext"],"wait_ms":9223372036854775807}`, auth(worker)...)
+			if r.status != 429 {
+				got <- r
+				return
+			}
+		}
+	}()
+	// The waiting claim holds the key's one stream: a claim that would
+	// wait too is refused, until the first has returned.
+	for {
+		select {
+		case r := <-got:
+			t.Fatalf("the claim returned at once (%d %s), want it to wait", r.status, r.body)
+		default:
+		}
+		if r := v.do("POST", "/v1/workers/claim", `{"worker_id":"w2","agents":["none"],"wait_ms":1}`, auth(worker)...); r.status == 429 {
+			break
+		}
+	}
+	v.mustDo(201, "POST", "/v1/threads", `{"id":"t1"}`, auth(admin)...)
+	var run tether.Run
+	v.mustDo(201, "POST", "/v1/threads/t1/runs", `{"agent":"ext"}`, auth(admin)...).json(&run)
+	r := <-got
+	if r.status != 200 {
+		t.Fatalf("claim: %d %s, want 200 with run %s", r.status, r.body, run.ID)
+	}
+}

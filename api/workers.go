@@ -30,7 +30,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "the token may claim runs only of the agents of its tether.agents"))
 		return
 	}
-	wait := min(time.Duration(body.WaitMs)*time.Millisecond, s.opts.MaxWait)
+	// Capped in milliseconds first: a wait_ms whose nanoseconds do not
+	// fit in a Duration would wrap around, to no wait at all.
+	wait := s.opts.MaxWait
+	if body.WaitMs < s.opts.MaxWait.Milliseconds() {
+		wait = time.Duration(body.WaitMs) * time.Millisecond
+	}
 	if wait > 0 {
 		release, ok := s.holdStream(w, r)
 		if !ok {

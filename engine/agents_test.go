@@ -90,3 +90,33 @@ func TestDeclaredAgentsHoldOnEveryNode(t *testing.T) {
 		t.Fatalf("agents on the other node: %+v, %v", list, err)
 	}
 }
+
+// The agent names workers asked for are remembered for ten minutes, not
+// for the life of the process: a worker that names a new agent in each
+// claim (a run ID, a version) must not grow the server without bound.
+func TestClaimedAgentNamesAreForgotten(t *testing.T) {
+	clock := testutil.NewClock()
+	e := newEngine(t, testutil.OpenStore(t, ""), engine.Options{AcceptAgent: none, Now: clock.Now})
+	ctx := ctxT(t)
+	for i := range 100 {
+		names := make([]string, 100)
+		for j := range names {
+			names[j] = fmt.Sprintf("agent-%d-%d", i, j)
+		}
+		if _, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "w", Agents: names}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+	}
+	// Names claimed in the last ten minutes, and those of the quarter of
+	// it before, as they are pruned: at most 14 claims of 100.
+	if n := engine.SeenAgents(e); n > 1400 {
+		t.Fatalf("the engine remembers %d agent names, want those of the last ten minutes only", n)
+	}
+	mustThread(t, e, "t1")
+	if _, err := e.CreateRun(ctx, "t1", engine.RunRequest{Agent: "agent-99-7"}); err != nil {
+		t.Fatalf("a name claimed a minute ago: %v", err)
+	}
+	_, err := e.CreateRun(ctx, "t1", engine.RunRequest{Agent: "agent-0-7", Multitask: tether.MultitaskEnqueue})
+	wantCode(t, err, tether.CodeBadRequest)
+}

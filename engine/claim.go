@@ -242,24 +242,31 @@ func (e *Engine) ProducerAppend(ctx context.Context, runID string, h Holder, p *
 			return nil, err
 		}
 	}
+	// An event a worker may not send is refused after the run and its
+	// lease are checked, as every other fault of the events is
+	// (protocol.md §6): refused carries it there.
+	var refused error
 	for i, ev := range evs {
 		if err := runs.WorkerEvent(ev, runID); err != nil {
-			return nil, eventErr(i, ev, err)
+			refused = eventErr(i, ev, err)
+			break
 		}
 		ev.RunID = runID
 		if ev.Type == tether.EventMessageCreated && ev.Message != nil && ev.MessageID == "" {
 			ev.MessageID = ev.Message.ID
 		}
 	}
-	return e.leased(ctx, runID, h, p, evs)
+	return e.leased(ctx, runID, h, p, evs, refused)
 }
 
 // Heartbeat renews a run's lease, with the errors of Append.
 func (e *Engine) Heartbeat(ctx context.Context, runID string, h Holder) (*AppendResult, error) {
-	return e.leased(ctx, runID, h, nil, nil)
+	return e.leased(ctx, runID, h, nil, nil, nil)
 }
 
-func (e *Engine) leased(ctx context.Context, runID string, h Holder, prod *Producer, evs []*tether.Event) (*AppendResult, error) {
+// leased appends evs under the run's lease (none: a heartbeat); refused,
+// if set, is the answer once the run and the lease pass their checks.
+func (e *Engine) leased(ctx context.Context, runID string, h Holder, prod *Producer, evs []*tether.Event, refused error) (*AppendResult, error) {
 	var key string
 	if prod != nil {
 		key = producerKey(runID, prod.ID)
@@ -276,7 +283,7 @@ func (e *Engine) leased(ctx context.Context, runID string, h Holder, prod *Produ
 				return nil, err
 			}
 		}
-		res, err := e.leasedOnce(ctx, t, runID, h, prod, key, loaded, gen, evs)
+		res, err := e.leasedOnce(ctx, t, runID, h, prod, key, loaded, gen, evs, refused)
 		if err == errProducerReload && reloads < maxProducerReloads {
 			continue
 		}
@@ -289,7 +296,7 @@ func (e *Engine) leased(ctx context.Context, runID string, h Holder, prod *Produ
 
 // leasedOnce is one attempt of leased, with the producer's state as loaded
 // in generation gen of the thread's speculative state.
-func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Holder, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event) (*AppendResult, error) {
+func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Holder, prod *Producer, key string, loaded *store.Producer, gen int64, evs []*tether.Event, refused error) (*AppendResult, error) {
 	var res AppendResult
 	var inFlight *pending
 	o, err := e.update(ctx, t, func(p *planner) error {
@@ -338,6 +345,9 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Hold
 		}
 		if !l.ExpiresAt.IsZero() && !p.now.Before(l.ExpiresAt) {
 			return tether.Errorf(tether.CodeLeaseLost, "the lease on run %s expired", runID)
+		}
+		if refused != nil {
+			return refused
 		}
 		if err := p.emitWorker(evs); err != nil {
 			return err

@@ -124,6 +124,9 @@ type Engine struct {
 	// deleting counts the deletes in flight by thread ID: while one is,
 	// the thread is not loaded (it is not_found).
 	deleting map[string]int
+	// delDone is closed, and replaced, each time a delete ends, for the
+	// creates that wait for one (afterDeletes). Guarded by mu.
+	delDone chan struct{}
 	// deletes counts the deletes of threads (here and by other nodes) by a
 	// hash of their ID (resume.go).
 	deletes [64]atomic.Uint64
@@ -134,6 +137,7 @@ type Engine struct {
 
 	agentsMu sync.Mutex
 	seen     map[string]time.Time // agent name → when a worker last asked for it
+	pruned   time.Time            // when names older than seenWindow last left seen and shared (every quarter of it)
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
 	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
@@ -160,6 +164,7 @@ func New(st store.Store, opts Options) *Engine {
 		lru:       list.New(),
 		runs:      make(map[string]string),
 		deleting:  make(map[string]int),
+		delDone:   make(chan struct{}),
 		queue:     newRunQueue(),
 		ckptQueue: make(chan *thread, 256),
 		seen:      make(map[string]time.Time),
@@ -277,6 +282,22 @@ func (e *Engine) sawAgents(ctx context.Context, names []string) {
 	var tell []string
 	dir, shared := e.st.(store.AgentDirectory)
 	e.agentsMu.Lock()
+	if now.Sub(e.pruned) >= seenWindow/4 {
+		// A name nobody asked for in seenWindow is known no more: keep
+		// the maps to the names of recent claims, however many names
+		// workers come and go with.
+		e.pruned = now
+		for n, at := range e.seen {
+			if now.Sub(at) >= seenWindow {
+				delete(e.seen, n)
+			}
+		}
+		for n, at := range e.shared {
+			if now.Sub(at) >= seenWindow {
+				delete(e.shared, n)
+			}
+		}
+	}
 	for _, n := range names {
 		e.seen[n] = now
 		if shared && now.Sub(e.shared[n]) >= seenWindow/4 {

@@ -130,3 +130,33 @@ func TestTwoWorkersRace(t *testing.T) {
 		t.Fatalf("%d runs claimed, want %d", len(seen), n)
 	}
 }
+
+// A run of a resumable worker that was lost is cancelled by a client: no
+// worker is left to confirm, so the cancel grace ends it cancelled
+// (protocol.md §4, "Cancel"), as it does a run whose worker is alive. It
+// must not wait out the resume window for a reclaim and end aborted.
+func TestCancelGraceEndsLostResumableRun(t *testing.T) {
+	st := testutil.OpenStore(t, "")
+	clock := testutil.NewClock()
+	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, CancelGrace: 10 * time.Second,
+		SweepInterval: 10 * time.Millisecond, ResumeWindow: time.Hour, Now: clock.Now})
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{})
+	if c, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "a", Agents: []string{"echo"}, Resumable: true, Wait: time.Second}); err != nil || c == nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CancelRun(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The worker is lost and the grace runs out; nobody reclaims the run.
+	clock.Advance(31 * time.Second)
+	testutil.Eventually(t, 10*time.Second, "run cancelled by the grace", func() bool {
+		snap, _ := e.Run(ctx, run.ID)
+		return snap.Runs[0].Status.Terminal()
+	})
+	snap, _ := e.Run(ctx, run.ID)
+	if r := snap.Runs[0]; r.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s (%+v), want cancelled", r.Status, r.Error)
+	}
+}

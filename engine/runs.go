@@ -34,29 +34,18 @@ type RunCreated struct {
 // CreateRun creates a run on a thread: its run.created event and one
 // message.created event per input message, in one atomic append.
 func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, error) {
-	if !e.KnownAgent(ctx, req.Agent) {
-		return nil, tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", req.Agent)
-	}
-	switch req.Multitask {
-	case "":
-		req.Multitask = tether.MultitaskReject
-	case tether.MultitaskReject, tether.MultitaskEnqueue, tether.MultitaskInterrupt:
-	default:
-		return nil, tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
-	}
 	if req.IdempotencyKey != "" && len(req.IdempotencyKey) > 255 {
 		return nil, tether.Errorf(tether.CodeBadRequest, "Idempotency-Key is longer than 255 bytes")
 	}
-	for i, m := range req.Input.Messages {
-		if !m.Role.Valid() {
-			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
-		}
-		if m.ID != "" && !tether.ValidID(m.ID) {
-			return nil, tether.Errorf(tether.CodeBadRequest, "input message %d: id must be %s", i, tether.IDRule)
-		}
+	// A repeated idempotency key answers with its run whatever the
+	// request says, so what is wrong with the request is its answer only
+	// once the key turned out to be new (createRun).
+	invalid := e.checkRunRequest(ctx, &req)
+	if invalid != nil && req.IdempotencyKey == "" {
+		return nil, invalid
 	}
 	for {
-		rc, inFlight, err := e.createRun(ctx, threadID, req)
+		rc, inFlight, err := e.createRun(ctx, threadID, req, invalid)
 		if inFlight == nil {
 			return rc, err
 		}
@@ -71,9 +60,34 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 	}
 }
 
+// checkRunRequest returns what makes a run request invalid, if anything,
+// and sets its default multitask.
+func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
+	if !e.KnownAgent(ctx, req.Agent) {
+		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", req.Agent)
+	}
+	switch req.Multitask {
+	case "":
+		req.Multitask = tether.MultitaskReject
+	case tether.MultitaskReject, tether.MultitaskEnqueue, tether.MultitaskInterrupt:
+	default:
+		return tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
+	}
+	for i, m := range req.Input.Messages {
+		if !m.Role.Valid() {
+			return tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
+		}
+		if m.ID != "" && !tether.ValidID(m.ID) {
+			return tether.Errorf(tether.CodeBadRequest, "input message %d: id must be %s", i, tether.IDRule)
+		}
+	}
+	return nil
+}
+
 // createRun is one try of CreateRun. If the idempotency key names a run
 // whose creation is still being committed, it returns that plan instead.
-func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, *pending, error) {
+// invalid, if set, is the answer to a request whose key is new.
+func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest, invalid error) (*RunCreated, *pending, error) {
 	t, err := e.thread(ctx, threadID)
 	if err != nil {
 		return nil, nil, err
@@ -96,6 +110,9 @@ func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest)
 				p.result = &RunCreated{Run: r}
 				return nil
 			}
+		}
+		if invalid != nil {
+			return invalid
 		}
 		if active := p.tx.ActiveRunID(); active != "" {
 			switch req.Multitask {

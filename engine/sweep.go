@@ -160,10 +160,14 @@ func (e *Engine) sweep(ctx context.Context) error {
 func (e *Engine) sweepRun(ctx context.Context, rr *store.RunRecord) error {
 	now := e.opts.Now()
 	id := rr.Run.ID
-	if rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt) {
+	graceOver := !rr.Run.CancelRequestedAt.IsZero() && now.Sub(rr.Run.CancelRequestedAt.Time) >= e.opts.CancelGrace
+	// A lost resumable worker's run waits for a reclaim, but not once its
+	// cancel grace ran out: nobody is left to confirm the cancel, and the
+	// client asked for the run to end, cancelled.
+	if rr.Run.Status.Active() && !rr.Lease.ExpiresAt.IsZero() && now.After(rr.Lease.ExpiresAt) && !(graceOver && rr.Lease.Resumable) {
 		return e.expired(ctx, rr, now)
 	}
-	if !rr.Run.CancelRequestedAt.IsZero() && now.Sub(rr.Run.CancelRequestedAt.Time) >= e.opts.CancelGrace {
+	if graceOver {
 		t, err := e.threadOfRun(ctx, id)
 		if err != nil {
 			return err

@@ -32,6 +32,9 @@ func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metada
 	if !tether.ValidID(id) {
 		return tether.Thread{}, false, tether.Errorf(tether.CodeBadRequest, "thread id must be "+tether.IDRule)
 	}
+	if err := e.afterDeletes(ctx, id); err != nil {
+		return tether.Thread{}, false, err
+	}
 	metadata = compactObject(metadata)
 	now := e.now()
 	row := tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: metadata, CreatedAt: now, UpdatedAt: now, LastOffset: tether.OffsetStart, Owner: owner}
@@ -120,6 +123,8 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 		if e.deleting[id]--; e.deleting[id] == 0 {
 			delete(e.deleting, id)
 		}
+		close(e.delDone)
+		e.delDone = make(chan struct{})
 		e.mu.Unlock()
 	}()
 	if t != nil {
@@ -140,6 +145,28 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 		return e.storeErr(err, "thread %s", id)
 	}
 	return nil
+}
+
+// afterDeletes waits until no delete of the thread is in flight. To a
+// request that comes while one is, the thread does not exist (see
+// DeleteThread): a create must follow the delete and make the thread
+// anew, not find the one being deleted and answer with it.
+func (e *Engine) afterDeletes(ctx context.Context, id string) error {
+	for {
+		e.mu.Lock()
+		n, done := e.deleting[id], e.delDone
+		e.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.closing:
+			return errClosed
+		}
+	}
 }
 
 // FinalAnswer returns the text of the last assistant message of a run of a
