@@ -165,7 +165,8 @@ type call struct {
 }
 
 // do runs a REST call, with retries, and decodes a 2xx body into out
-// (unless out is nil). A non-2xx answer is returned as a *tether.Error.
+// (unless out is nil). A non-2xx answer is returned as a *tether.Error, and
+// so is a 2xx whose body cannot be read as out (code internal).
 func (c *Client) do(ctx context.Context, cl call, out any) error {
 	var body []byte
 	if cl.body != nil {
@@ -227,7 +228,7 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 		return false, 0, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return false, 0, fmt.Errorf("%s: decode the answer: %w", cl.op, err)
+		return false, 0, badAnswer(cl.op, resp, err)
 	}
 	return false, 0, nil
 }

@@ -31,7 +31,11 @@
 // snapshot of the thread, and events follow until ctx is done.
 //
 // Errors from the server are *tether.Error values with the server's code,
-// so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them.
+// so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them. An
+// answer that is not the protocol's (a proxy's page instead of an error
+// body, or a 2xx whose body is not the JSON expected: empty, cut short,
+// HTML) is a *tether.Error with code internal, and its body is never in the
+// message.
 //
 // # Tokens
 //

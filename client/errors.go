@@ -30,6 +30,15 @@ func responseError(resp *http.Response) *tether.Error {
 	}
 }
 
+// badAnswer is the error of a 2xx answer whose body is not the JSON the
+// call expects: a proxy's page, an empty or cut-short body. Like an error
+// answer that is not the protocol's, it has code internal and a message
+// without the body; the decoder's error is kept as the cause, for logs.
+func badAnswer(op string, resp *http.Response, err error) *tether.Error {
+	return tether.Wrap(err, tether.CodeInternal,
+		fmt.Sprintf("%s: server answered %d %s with a body that is not the expected JSON", op, resp.StatusCode, http.StatusText(resp.StatusCode)))
+}
+
 // errorCode returns the code of an error body, or "".
 func errorCode(body []byte) tether.Code {
 	if e := errorInfo(body); e != nil {

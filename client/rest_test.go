@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -340,5 +341,43 @@ func TestTransportError(t *testing.T) {
 	_, err := c.Thread(context.Background(), "t1")
 	if err == nil || !strings.HasPrefix(err.Error(), "get thread: ") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A 2xx whose body is not the JSON asked for (a proxy's page, nothing, a
+// body cut short, JSON of another shape) is an error with a code the caller
+// can switch on, internal as for any answer not of the protocol, and its
+// message does not carry the body.
+func TestUndecodableAnswer(t *testing.T) {
+	tests := []struct {
+		name string
+		h    func(w http.ResponseWriter)
+	}{
+		{"proxy page", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, `<html>welcome to db01.internal</html>`)
+		}},
+		{"empty", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }},
+		{"cut short", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, `{"id":"t1","metadata":{"db01`)
+		}},
+		{"other shape", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, `["db01"]`) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { tc.h(w) })
+			_, err := c.CreateThread(context.Background(), "t1", nil)
+			var te *tether.Error
+			if !errors.As(err, &te) || te.Code != tether.CodeInternal {
+				t.Fatalf("err = %v, want a *tether.Error with code internal", err)
+			}
+			if strings.Contains(te.Message, "db01") {
+				t.Errorf("message leaks the body: %q", te.Message)
+			}
+			if n := len(rec.all()); n != 1 {
+				t.Errorf("%d requests, want 1", n)
+			}
+		})
 	}
 }

@@ -92,7 +92,8 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
     ``(method, path suffix, fault)`` injected, in order: ``lose``, the server acts and its answer
     is lost (as a cut connection would lose it); ``busy``, a 503 with ``Retry-After: 0`` instead of
     the server's answer; ``limited``, a 429 with ``Retry-After: 1``; ``cut``, a stream that ends
-    right after its ``connected`` frame.
+    right after its ``connected`` frame; ``lease_lost``, a 410 ``lease_lost``; ``page``, a 200 with a proxy's HTML page; ``empty``, a 200
+    with no body.
     ``seen`` holds every request's method, path and ``Idempotency-Key``."""
 
     def __init__(self) -> None:
@@ -122,6 +123,12 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return httpx.Response(503, json=FAULT_BODY, headers={"Retry-After": "0"})
         if fault == "limited":
             return httpx.Response(429, json={"error": {"code": "rate_limited", "message": "injected"}}, headers={"Retry-After": "1"})
+        if fault == "lease_lost":
+            return httpx.Response(410, json={"error": {"code": "lease_lost", "message": "injected"}})
+        if fault == "page":
+            return httpx.Response(200, headers={"Content-Type": "text/html"}, content=b"<html>welcome to db01.internal</html>")
+        if fault == "empty":
+            return httpx.Response(200)
         if fault == "cut":
             return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=b'event: connected\ndata: {"offset":"-1"}\n\n')
         return None

@@ -145,6 +145,24 @@ def test_calls_are_retried_where_it_is_safe_and_a_run_starts_once(server, connec
         assert e.value.code == "not_found" and faults.paths(n) == ["/v1/runs/nope"]
 
 
+@pytest.mark.parametrize("fault", ["page", "empty"])
+def test_a_2xx_that_is_not_json_is_an_error_with_a_code(server, connect, fault):
+    """A 2xx whose body is not the JSON the call expects (a proxy's page, nothing) is a TetherError
+    with code ``internal``, as an error answer that is not the protocol's is: never a raw decode
+    error, nor a made-up empty thread. Its message does not carry the body."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        c.create_thread("t1")
+        for method, path, call in (("GET", "/v1/threads/t1", lambda: c.snapshot("t1")), ("POST", "/v1/threads", lambda: c.create_thread("t1"))):
+            n = len(faults.seen)
+            faults.inject((method, path, fault))
+            with pytest.raises(TetherError) as e:
+                call()
+            assert (e.value.code, e.value.status) == ("internal", 200), e.value
+            assert "db01" not in str(e.value)
+            assert faults.paths(n) == [path]
+
+
 def test_a_refused_stream_waits_out_retry_after(server, connect):
     """A 429 (the server's too-many-streams answer) or a 503 with ``Retry-After`` is tried again no
     sooner than it says (up to max_backoff), as a REST call is, not after the first short backoff."""

@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 from typing import AsyncIterator
 
-from helpers import log_events, requests_in_log
-from tether import AsyncClient, Reasoning, Session, Worker
+import httpx
+
+from helpers import Faults, log_events, requests_in_log
+from tether import AsyncClient, Reasoning, Session, TetherError, Worker
 from tether.types import Run
 
 
@@ -182,5 +184,67 @@ def test_runs_go_concurrently(server):
         async with serving(server.url, {"gate": gate}, concurrency=3), AsyncClient(server.url) as c:
             results = await asyncio.wait_for(asyncio.gather(*(run_to_end(c, "gate") for _ in range(3))), 30)
             assert all(evs[-1].status == "done" for _, evs in results)
+
+    asyncio.run(main())
+
+
+class HoldFirstAppend(Faults):
+    """Faults whose first append waits for ``release`` before it goes to the server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events") and request.method == "POST" and not self.holding.is_set():
+            self.holding.set()
+            await self.release.wait()
+        return await super().handle_async_request(request)
+
+
+def test_flush_after_the_lease_is_lost_raises_lease_lost(start_server):
+    """Events still queued when the lease is lost are never appended: a flush after that (in the
+    agent's clean-up, say) raises ``lease_lost``, as an emit does; it must not return as if they
+    were committed."""
+    server = start_server("--lease-ttl", "3s")  # a heartbeat after 1s
+    faults = HoldFirstAppend()
+    faults.inject(("POST", "/heartbeat", "lease_lost"))
+    got: dict[str, object] = {}
+
+    async def agent(run: Run, s: Session):
+        await s.text("committed ")
+        await faults.holding.wait()  # its append is in flight
+        await s.text("queued")  # waits for the next append
+        try:
+            await asyncio.sleep(30)  # the heartbeat's 410 stops the agent
+        except asyncio.CancelledError:
+            faults.release.set()
+            try:
+                await s.flush()
+                got["flush"] = "returned"
+            except TetherError as e:
+                got["flush"] = e.code
+            raise
+
+    async def main():
+        http = httpx.AsyncClient(transport=faults)
+        client = AsyncClient(server.url, http_client=http)
+        async with serving(server.url, {"lossy": agent}, client=client), AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            for _ in range(100):
+                try:
+                    await c.create_run(th.id, "hi", agent="lossy")
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+            for _ in range(600):
+                if "flush" in got:
+                    break
+                await asyncio.sleep(0.05)
+        await client.aclose()
+        await http.aclose()
+        assert got.get("flush") == "lease_lost"
+        assert "queued" not in [e.get("delta") for e in log_events(server.url, th.id)]
 
     asyncio.run(main())

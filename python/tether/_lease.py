@@ -71,6 +71,7 @@ class RunTransport:
         self._idle = asyncio.Event()
         self._idle.set()
         self._error: Optional[BaseException] = None  # a refused append, raised once
+        self._dropped = False  # events emitted were dropped once the run was lost: never committed
         self._inputs: dict[str, JSON] = {}
         self._input_arrived = asyncio.Event()
         self._sender: Optional[asyncio.Task[None]] = None
@@ -111,10 +112,12 @@ class RunTransport:
             await self._wait_idle()
 
     async def flush(self) -> None:
+        """Waits until the queue is sent. Events dropped because the run was lost will never be
+        committed, so every flush after that raises ``lease_lost``, as every emit does."""
         await self._wait_idle()
         self._raise()
-        if self.lost and self._queue:
-            raise TetherError(LEASE_LOST, f"the run {self.run.id} is not this worker's any more ({self.cause})")
+        if self._dropped:
+            raise TetherError(LEASE_LOST, f"the run {self.run.id} is not this worker's any more ({self.cause}): events emitted were not appended")
 
     async def _wait_idle(self) -> None:
         # The loop runs on one thread: when there is work, the sender has it
@@ -142,10 +145,12 @@ class RunTransport:
                 except BaseException as e:  # refused: the events of the batch are not in the log
                     self._error = e
                     self._queue.clear()
+                    self._dropped = self._dropped or self.lost
                 finally:
                     self._busy = False
-            if self.lost:
+            if self.lost and self._queue:
                 self._queue.clear()
+                self._dropped = True
             self._idle.set()
 
     def _take(self) -> list[dict[str, Any]]:

@@ -91,7 +91,8 @@ class Session:
         await self._t.enqueue(list(events))
 
     async def flush(self) -> None:
-        """Waits until every event emitted so far is committed; raises the error of a refused append."""
+        """Waits until every event emitted so far is committed; raises the error of a refused append,
+        and ``lease_lost`` once the worker lost the run with events of it still unsent (always, after)."""
         await self._t.flush()
 
     async def start_message(self, role: str = "assistant", *, metadata: Optional[dict[str, Any]] = None) -> str:

@@ -20,7 +20,14 @@ export type CloseReason =
 
 /** Details given with each state change. */
 export interface StatusInfo {
-  /** Consecutive connection attempts that failed (0 once a connection opened). */
+  /**
+   * Which try this reconnect is since a connection was last open: 1 for the
+   * first after a drop (of a healthy stream too) or a failed first connect,
+   * then one more for each try that fails; 0 when first connecting and once
+   * a connection opened. A UI can show it as "reconnecting (try 2)", and
+   * the backoff grows with it. It is not the count of failed tries that
+   * `maxAttempts` limits: after an open stream drops that count is one less.
+   */
   attempt: number;
   /** Before a reconnect: how long the client waits first. */
   delayMs?: number;

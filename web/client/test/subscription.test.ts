@@ -136,10 +136,12 @@ describe('subscribe', () => {
     (await p1).fail(); // a healthy stream drops: a reconnect is due, nothing has failed yet
     await settle();
     expect(sub.state).toBe('reconnecting');
+    expect(rec.states[rec.states.length - 1]![1].attempt).toBe(1); // the first try after the drop
     ff.fallback = () => new TypeError('connection refused');
     await vi.advanceTimersByTimeAsync(backoffDelay(0, {}, () => 0));
     expect(ff.requests).toHaveLength(2);
     expect(sub.state).toBe('reconnecting'); // one failed attempt of two
+    expect(rec.states[rec.states.length - 1]![1].attempt).toBe(2);
     await vi.advanceTimersByTimeAsync(backoffDelay(1, {}, () => 0));
     expect(ff.requests).toHaveLength(3);
     expect(await sub.closed).toMatchObject({ reason: 'error' });
