@@ -2,6 +2,7 @@
 // resumes a dropped answer from its exact offset (docs/ai-sdk.md).
 import type { ChatTransport, UIMessage, UIMessageChunk } from 'ai';
 import { parseUIStream } from './ai-sdk-stream.js';
+import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { TokenKeeper, authorized, errorCode, type TokenSource } from './token.js';
 
 export type { UIFrame } from './ai-sdk-stream.js';
@@ -184,16 +185,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       res = await f(url, authorized(init, token));
     }
     this.sentWith.set(res, token);
-    if (!res.ok && res.status !== 204) {
-      let message = `HTTP ${res.status}`;
-      try {
-        const b = (await res.json()) as { error?: { code?: string; message?: string } };
-        if (b.error?.message) message = `${b.error.code ?? res.status}: ${b.error.message}`;
-      } catch {
-        // not JSON
-      }
-      throw new Error(message);
-    }
+    if (!res.ok && res.status !== 204) throw chatError(await errorFromResponse(res));
     return res;
   }
 
@@ -201,7 +193,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
     try {
       return await this.tokens.get();
     } catch (err) {
-      throw new Error(err instanceof Error ? `${(err as { code?: string }).code}: ${err.message}` : String(err), { cause: err });
+      throw chatError(toTetherError(err));
     }
   }
 
@@ -366,4 +358,13 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', done, { once: true });
   });
+}
+
+/**
+ * chatError is the error a chat request fails with: a TetherError (code,
+ * status) whose message starts with its code, as useChat shows the message
+ * alone.
+ */
+function chatError(e: TetherError): TetherError {
+  return new TetherError(e.code, `${e.code}: ${e.message}`, e.status, { cause: e, ...(e.requestId ? { requestId: e.requestId } : {}) });
 }

@@ -132,6 +132,15 @@ describe('TetherChatTransport', () => {
     const err = (status: number, code: string) => () => new Response(JSON.stringify({ error: { code, message: 'nope' } }), { status });
     const t1 = new TetherChatTransport({ api: '/x/chat', fetch: scripted(err(409, 'run_active')).fetch });
     await expect(send(t1)).rejects.toThrow('run_active: nope');
+    // …as a TetherError, so that an app can branch on its code and status.
+    const t3 = new TetherChatTransport({ api: '/x/chat', fetch: scripted(err(409, 'run_active')).fetch });
+    await expect(send(t3)).rejects.toMatchObject({ name: 'TetherError', code: 'run_active', status: 409 });
+    const page = () => new Response('<html>bad gateway</html>', { status: 502, headers: { 'content-type': 'text/html' } });
+    await expect(send(new TetherChatTransport({ api: '/x/chat', fetch: scripted(page).fetch }))).rejects.toMatchObject({
+      name: 'TetherError',
+      status: 502,
+      message: expect.stringMatching(/^[a-z_]+: HTTP 502$/),
+    });
     const { fetch } = scripted(() => streamRes([frame({ type: 'start' }, '1_1')], 'fail'), err(410, 'gone'));
     const t2 = new TetherChatTransport({ api: '/x/chat', fetch, backoff: { initialMs: 1, maxMs: 2 } });
     await expect(collect(await send(t2))).rejects.toThrow('gone: nope');
