@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -73,7 +74,13 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 	default:
 		return tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
 	}
+	if err := checkMetadataSize(compactObject(req.Metadata), "metadata"); err != nil {
+		return err
+	}
 	for i, m := range req.Input.Messages {
+		if err := checkMetadataSize(compactObject(m.Metadata), fmt.Sprintf("input message %d: metadata", i)); err != nil {
+			return err
+		}
 		if !m.Role.Valid() {
 			return tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
 		}
