@@ -181,7 +181,7 @@ func (e *Engine) FinalAnswer(ctx context.Context, threadID, runID string) (*teth
 	}
 	fa, ok := t.snapshotState().FinalAnswer(runID)
 	if !ok {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", runID, threadID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", truncateID(runID), threadID)
 	}
 	return fa, nil
 }
