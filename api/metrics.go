@@ -55,6 +55,7 @@ func newMetrics(e *engine.Engine) *metrics {
 		counter("tether_commit_errors_total", "Batches the store failed to commit.", c.CommitErrors.Load),
 		counter("tether_runs_aborted_total", "Runs the server ended aborted.", c.Aborted.Load),
 		counter("tether_checkpoints_total", "Thread states checkpointed in the store.", c.Checkpoints.Load),
+		counter("tether_recovery_errors_total", "Runs the start could not recover because their thread cannot be loaded.", c.RecoveryErrors.Load),
 		gauge("tether_subscriptions", "Open subscriptions.", func() float64 { return float64(c.Subscriptions.Load()) }),
 		gauge("tether_runs_queued", "Runs ready to start, waiting for a worker or an in-process slot on this node.", func() float64 { return float64(e.QueuedRuns()) }),
 		gauge("tether_threads_cached", "Thread states in memory.", func() float64 { return float64(e.CachedThreads()) }),

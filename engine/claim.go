@@ -303,7 +303,7 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Hold
 		inFlight = nil
 		r, ok := p.tx.PeekRun(runID)
 		if !ok {
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
 		}
 		if prod != nil {
 			cur, ok := t.producers[key]

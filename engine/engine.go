@@ -331,6 +331,9 @@ type Counters struct {
 	Subscriptions atomic.Int64 // subscriptions open now
 	Aborted       atomic.Int64 // runs aborted by the server
 	Checkpoints   atomic.Int64 // thread states checkpointed in the store
+	// RecoveryErrors counts the runs that startup recovery could not
+	// finish because their thread could not be loaded (Start).
+	RecoveryErrors atomic.Int64
 }
 
 // Counters returns the engine's running totals.

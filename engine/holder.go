@@ -85,7 +85,7 @@ func (e *Engine) HeldBy(ctx context.Context, runID, keyID string) (bool, error) 
 	}
 	rr, err := e.runRecord(ctx, t.id, runID)
 	if err != nil {
-		return false, e.storeErr(err, "run %s", runID)
+		return false, e.storeErr(err, "run %s", truncateID(runID))
 	}
 	return rr.Lease.KeyID == keyID, nil
 }

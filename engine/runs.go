@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
@@ -63,8 +64,11 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 // checkRunRequest returns what makes a run request invalid, if anything,
 // and sets its default multitask.
 func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
+	if len(req.Agent) > maxAgentName {
+		return checkAgentName(req.Agent)
+	}
 	if !e.KnownAgent(ctx, req.Agent) {
-		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", req.Agent)
+		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", truncateID(req.Agent))
 	}
 	switch req.Multitask {
 	case "":
@@ -73,7 +77,13 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 	default:
 		return tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
 	}
+	if err := checkMetadataSize(compactObject(req.Metadata), "metadata"); err != nil {
+		return err
+	}
 	for i, m := range req.Input.Messages {
+		if err := checkMetadataSize(compactObject(m.Metadata), fmt.Sprintf("input message %d: metadata", i)); err != nil {
+			return err
+		}
 		if !m.Role.Valid() {
 			return tether.Errorf(tether.CodeBadRequest, "input message %d: role must be user, assistant, tool or system", i)
 		}
@@ -216,7 +226,7 @@ func (e *Engine) Run(ctx context.Context, runID string) (*tether.Snapshot, error
 	}
 	snap, ok := t.snapshotState().RunSnapshot(runID)
 	if !ok {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
 	}
 	return snap, nil
 }
@@ -234,7 +244,7 @@ func (e *Engine) CancelRun(ctx context.Context, runID string) (tether.Run, error
 		r, ok := p.run(runID)
 		switch {
 		case !ok:
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
 		case r.Status == tether.RunPending:
 			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunCancelled)})
 		case r.Status.Active() && r.CancelRequestedAt.IsZero():
@@ -262,10 +272,10 @@ func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value
 	_, err = e.update(ctx, t, func(p *planner) error {
 		r, ok := p.run(runID)
 		if !ok {
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
 		}
 		if r.Status != tether.RunWaiting || r.Request == nil || r.Request.ID != requestID {
-			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, requestID)
+			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, truncateID(requestID))
 		}
 		return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
 	})

@@ -112,12 +112,12 @@ func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 	s.Tail = v.offset
 	if req.MessageID != "" {
 		if !v.hasMsg || (req.RunID != "" && v.msg.RunID != req.RunID) {
-			return nil, tether.Errorf(tether.CodeNotFound, "message %s not found", req.MessageID)
+			return nil, tether.Errorf(tether.CodeNotFound, "message %s not found", truncateID(req.MessageID))
 		}
 		s.msgRun = v.msg.RunID
 	}
 	if req.RunID != "" && !v.hasRun {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", req.RunID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(req.RunID))
 	}
 
 	var st *runs.State // the copy, if a snapshot is sent

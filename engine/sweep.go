@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -22,6 +23,13 @@ var reasonMessages = map[string]string{
 }
 
 // recover finishes what a previous process of this node left behind.
+//
+// A run whose thread cannot be loaded (a damaged row: an internal error)
+// is logged at error level and counted (Counters.RecoveryErrors), and the
+// others are recovered: one thread must not keep the node from serving
+// every other. Requests for that thread get internal errors until it is
+// repaired. A store that cannot be reached, or ctx ending, still fails
+// the start: then no run could be recovered.
 func (e *Engine) recover(ctx context.Context) error {
 	rows, err := e.st.ActiveRuns(ctx)
 	if err != nil {
@@ -37,7 +45,14 @@ func (e *Engine) recover(ctx context.Context) error {
 		case rr.Run.Status == tether.RunPending:
 			err = e.requeue(ctx, rr.Run.ThreadID)
 		}
-		if err != nil && tether.CodeOf(err) != tether.CodeNotFound {
+		switch {
+		case err == nil || tether.CodeOf(err) == tether.CodeNotFound:
+		case tether.CodeOf(err) == tether.CodeInternal && ctx.Err() == nil &&
+			!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			e.counters.RecoveryErrors.Add(1)
+			e.log.Error("recovery skipped a run: its thread cannot be loaded", "thread", rr.Run.ThreadID,
+				"run", rr.Run.ID, "status", rr.Run.Status, "err", err)
+		default:
 			return err
 		}
 	}

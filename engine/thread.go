@@ -314,13 +314,13 @@ func (e *Engine) threadOfRun(ctx context.Context, runID string) (*thread, error)
 	if !ok {
 		rr, err := e.st.Run(ctx, runID)
 		if err != nil {
-			return nil, e.storeErr(err, "run %s", runID)
+			return nil, e.storeErr(err, "run %s", truncateID(runID))
 		}
 		tid = rr.Run.ThreadID
 	}
 	t, err := e.thread(ctx, tid)
 	if errors.Is(err, tether.ErrNotFound) {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
 	}
 	return t, err
 }

@@ -36,6 +36,9 @@ func (e *Engine) CreateOwnedThread(ctx context.Context, id, owner string, metada
 		return tether.Thread{}, false, err
 	}
 	metadata = compactObject(metadata)
+	if err := checkMetadataSize(metadata, "metadata"); err != nil {
+		return tether.Thread{}, false, err
+	}
 	now := e.now()
 	row := tether.Thread{ID: id, Status: tether.ThreadIdle, Metadata: metadata, CreatedAt: now, UpdatedAt: now, LastOffset: tether.OffsetStart, Owner: owner}
 	_, err := e.st.Commit(ctx, &store.Batch{ThreadID: id, Create: true, Thread: &row})
@@ -178,9 +181,24 @@ func (e *Engine) FinalAnswer(ctx context.Context, threadID, runID string) (*teth
 	}
 	fa, ok := t.snapshotState().FinalAnswer(runID)
 	if !ok {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", runID, threadID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", truncateID(runID), threadID)
 	}
 	return fa, nil
+}
+
+// MaxMetadataBytes bounds the metadata of a thread, a run and a run's
+// input message, as compact JSON: a page of the thread listing holds up to
+// 1000 threads, so that without a bound (other than the request body's,
+// 4 MiB) one page could be gigabytes. Metadata stored before the bound
+// existed still loads and lists.
+const MaxMetadataBytes = 64 << 10
+
+// checkMetadataSize refuses compact metadata over MaxMetadataBytes.
+func checkMetadataSize(compact json.RawMessage, field string) error {
+	if len(compact) > MaxMetadataBytes {
+		return tether.Errorf(tether.CodeBadRequest, "%s is %d bytes of JSON; the limit is %d", field, len(compact), MaxMetadataBytes)
+	}
+	return nil
 }
 
 // compactObject returns metadata compacted, or {} when empty.
