@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,3 +26,23 @@ func TestLoadKeysRefusesTheTokenTwice(t *testing.T) {
 		t.Fatalf("distinct tokens: %d keys, %v", len(keys), err)
 	}
 }
+
+// A keys file that holds no key (only comments, or empty: a secret not
+// mounted yet) is refused at start: the operator asked for keys, and
+// without one the server would run with no auth at all.
+func TestServeRefusesAKeysFileWithoutKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# keys of the staging server\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a server that starts stops at once
+	var stderr strings.Builder
+	err := serveCmd(ctx, []string{"--keys", file, "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, noEnv, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no key") {
+		t.Fatalf("a keys file without keys: %v, want an error saying it holds no key (stderr: %s)", err, stderr.String())
+	}
+}
+
+func noEnv(string) string { return "" }

@@ -457,6 +457,12 @@ func loadKeys(c serveConfig) ([]api.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.keysFile, err)
 		}
+		if len(more) == 0 {
+			// An empty file (a secret not mounted yet, a template) would
+			// leave a server that was asked for keys without any: on
+			// loopback, with no auth at all.
+			return nil, fmt.Errorf("%s: the keys file holds no key (want \"role token [name]\" lines)", c.keysFile)
+		}
 		for _, k := range more {
 			if k.Token == c.token {
 				return nil, fmt.Errorf("%s: key %s has the token given by --token", c.keysFile, k.Name)
