@@ -40,13 +40,19 @@ type Key struct {
 }
 
 // ParseKeys reads a keys file: one key per line, "role token [name]";
-// blank lines and lines starting with # are ignored.
+// blank lines and lines starting with # are ignored, as is a UTF-8 byte
+// order mark at its start (some editors write one, and the first role
+// would read "\ufeffadmin").
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
 	lines := make(map[string]int) // token → its line
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		text := sc.Text()
+		if n == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		line := strings.TrimSpace(text)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
