@@ -126,6 +126,10 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	if c.runConcurrency < 1 {
 		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
 	}
+	if err := checkServeValues(c, *maxBodyInFlight); err != nil {
+		fmt.Fprintf(stderr, "tether serve: %v\n", err)
+		return errUsage
+	}
 	for _, l := range []struct {
 		flag, val string
 		to        *api.Rate
@@ -151,6 +155,43 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
 	return serve(ctx, c, stderr)
+}
+
+// checkServeValues refuses the durations, sizes and counts a flag (or its
+// environment twin) cannot mean: below them the server's options would
+// take their defaults in silence, or, for --shutdown-grace, abort every
+// run at once.
+func checkServeValues(c serveConfig, maxBodyInFlight int) error {
+	for _, d := range []struct {
+		flag, env string
+		v         time.Duration
+	}{{"heartbeat", "TETHER_HEARTBEAT", c.heartbeat}, {"max-stream-lifetime", "TETHER_MAX_STREAM_LIFETIME", c.lifetime},
+		{"lease-ttl", "TETHER_LEASE_TTL", c.leaseTTL}, {"cancel-grace", "TETHER_CANCEL_GRACE", c.cancelGrace},
+		{"sweep-interval", "TETHER_SWEEP_INTERVAL", c.sweep}, {"write-timeout", "TETHER_WRITE_TIMEOUT", c.writeTimeout},
+		{"long-poll-timeout", "TETHER_LONG_POLL_TIMEOUT", c.longPollTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s ($%s) must be a duration above 0, such as 15s, not %s", d.flag, d.env, d.v)
+		}
+	}
+	if c.shutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace ($TETHER_SHUTDOWN_GRACE) must not be negative, not %s", c.shutdownGrace)
+	}
+	for _, n := range []struct {
+		flag, env string
+		v         int
+	}{{"max-body", "TETHER_MAX_BODY", c.maxBody}, {"max-event", "TETHER_MAX_EVENT", c.maxEvent},
+		{"max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", c.maxWSSubs}} {
+		if n.v <= 0 {
+			return fmt.Errorf("--%s ($%s) must be at least 1, not %d", n.flag, n.env, n.v)
+		}
+	}
+	if c.natsReplicas < 1 || c.natsReplicas > 5 {
+		return fmt.Errorf("--nats-replicas ($TETHER_NATS_REPLICAS) must be 1 to 5, not %d", c.natsReplicas)
+	}
+	if maxBodyInFlight < -1 {
+		return fmt.Errorf("--max-body-in-flight ($TETHER_MAX_BODY_IN_FLIGHT) must be a number of bytes, 0 (2 x --max-body) or -1 (no cap), not %d", maxBodyInFlight)
+	}
+	return nil
 }
 
 func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
