@@ -125,13 +125,8 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 	if err := oneAuthorization(r); err != nil {
 		return Principal{}, err
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		tok, ok = strings.CutPrefix(h, "bearer ")
-	}
-	tok = strings.TrimSpace(tok)
-	if !ok || tok == "" {
 		return Principal{}, tether.Errorf(tether.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 	}
 	if k, ok := a.keys[sha256.Sum256([]byte(tok))]; ok {
@@ -141,6 +136,18 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 		return a.jwt.verify(tok)
 	}
 	return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1: "BEARER" is
+// "Bearer").
+func bearerToken(h string) (string, bool) {
+	const scheme = "Bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme):])
+	return tok, tok != ""
 }
 
 func oneAuthorization(r *http.Request) error {
