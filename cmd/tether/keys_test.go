@@ -46,3 +46,25 @@ func TestServeRefusesAKeysFileWithoutKeys(t *testing.T) {
 }
 
 func noEnv(string) string { return "" }
+
+// A --token (or $TETHER_TOKEN, say from an env file with CRLF line ends)
+// that holds whitespace or a control character is refused at start: no
+// client can send it (header values lose their outer spaces, and may not
+// hold control characters), so the server would refuse every request.
+func TestServeRefusesATokenNoClientCanSend(t *testing.T) {
+	for _, tok := range []string{"admin-token-0123456789\r", " admin-token-0123456789", "admin token 0123456789"} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a server that starts stops at once
+		env := func(k string) string {
+			if k == "TETHER_TOKEN" {
+				return tok
+			}
+			return ""
+		}
+		err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, env, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--token") || strings.Contains(err.Error(), "0123456789") {
+			t.Fatalf("token %q: %v, want an error naming --token, not echoing it", tok, err)
+		}
+	}
+}

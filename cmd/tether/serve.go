@@ -486,6 +486,12 @@ func loadKeys(c serveConfig) ([]api.Key, error) {
 		if len(c.token) < 16 {
 			return nil, errors.New("--token must be at least 16 characters")
 		}
+		if strings.IndexFunc(c.token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			// No client can send it (header values lose their outer
+			// spaces and may not hold control characters): every request
+			// would be refused. Often a CR from an env file.
+			return nil, errors.New("--token ($TETHER_TOKEN) must not hold spaces or control characters (a CR from an env file?)")
+		}
 		keys = append(keys, api.Key{Token: c.token, Role: api.RoleAdmin, Name: "token"})
 	}
 	if c.keysFile != "" {
