@@ -40,13 +40,19 @@ type Key struct {
 }
 
 // ParseKeys reads a keys file: one key per line, "role token [name]";
-// blank lines and lines starting with # are ignored.
+// blank lines and lines starting with # are ignored, as is a UTF-8 byte
+// order mark at its start (some editors write one, and the first role
+// would read "\ufeffadmin").
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
 	lines := make(map[string]int) // token → its line
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		text := sc.Text()
+		if n == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		line := strings.TrimSpace(text)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -119,13 +125,8 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 	if err := oneAuthorization(r); err != nil {
 		return Principal{}, err
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		tok, ok = strings.CutPrefix(h, "bearer ")
-	}
-	tok = strings.TrimSpace(tok)
-	if !ok || tok == "" {
 		return Principal{}, tether.Errorf(tether.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 	}
 	if k, ok := a.keys[sha256.Sum256([]byte(tok))]; ok {
@@ -135,6 +136,18 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 		return a.jwt.verify(tok)
 	}
 	return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1: "BEARER" is
+// "Bearer").
+func bearerToken(h string) (string, bool) {
+	const scheme = "Bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme):])
+	return tok, tok != ""
 }
 
 func oneAuthorization(r *http.Request) error {

@@ -274,3 +274,18 @@ func TestThreadStatusFilter(t *testing.T) {
 		}
 	}
 }
+
+// The auth scheme is case-insensitive (RFC 9110 §11.1): "BEARER" and
+// "bearer" name the same scheme as "Bearer", and a token after more than
+// one space is the same token.
+func TestBearerSchemeAnyCase(t *testing.T) {
+	v := newAuthEnv(t, api.Options{})
+	for _, h := range []string{"Bearer " + azClient, "bearer " + azClient, "BEARER " + azClient, "BeArEr  " + azClient} {
+		v.mustDo(200, "GET", "/v1/threads", nil, "Authorization", h)
+	}
+	for _, h := range []string{"Basic " + azClient, "Bearer", "Bearer ", azClient, "Bearer" + azClient} {
+		if r := v.do("GET", "/v1/threads", nil, "Authorization", h); r.status != 401 {
+			t.Fatalf("Authorization %q: %d, want 401", h, r.status)
+		}
+	}
+}

@@ -23,3 +23,14 @@ func TestParseKeysRefusesADuplicateToken(t *testing.T) {
 		t.Fatalf("distinct tokens: %v, %v", keys, err)
 	}
 }
+
+// A keys file saved with a UTF-8 byte order mark (as some editors on
+// Windows do) and CRLF line ends is read as the same file without them,
+// not refused for a role "\ufeffadmin" that shows as "admin".
+func TestParseKeysSkipsAByteOrderMark(t *testing.T) {
+	keys, err := api.ParseKeys(strings.NewReader("\ufeffadmin admin-token-0123456789 ops\r\nclient client-token-0123456789\r\n"))
+	if err != nil || len(keys) != 2 || keys[0].Role != api.RoleAdmin || keys[0].Token != "admin-token-0123456789" ||
+		keys[0].Name != "ops" || keys[1].Token != "client-token-0123456789" {
+		t.Fatalf("keys file with a BOM and CRLF: %+v, %v", keys, err)
+	}
+}

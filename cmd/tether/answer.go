@@ -34,6 +34,9 @@ func answerCmd(ctx context.Context, args []string, env func(string) string, stdo
 		}
 		value = json.RawMessage(text)
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	c := client.New(*server, &client.Options{Token: *token})
 	reqID := *request
 	if reqID == "" {

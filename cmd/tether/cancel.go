@@ -21,6 +21,9 @@ func cancelCmd(ctx context.Context, args []string, env func(string) string, stdo
 		fs.Usage()
 		return errUsage
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	c := client.New(*server, &client.Options{Token: *token})
 	run, err := c.CancelRun(ctx, pos[0])
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -105,4 +106,15 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// checkServer refuses a --server that is not an http(s) URL with a host
+// ("localhost:8080", as one types it): the client would fail every request
+// with a transport error, and tail would retry it forever.
+func checkServer(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--server ($TETHER_SERVER) must be an http:// or https:// URL, such as http://127.0.0.1:8080, not %q", s)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,5 +24,47 @@ func TestLoadKeysRefusesTheTokenTwice(t *testing.T) {
 	keys, err := loadKeys(serveConfig{token: "other-token-0123456789", keysFile: file})
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("distinct tokens: %d keys, %v", len(keys), err)
+	}
+}
+
+// A keys file that holds no key (only comments, or empty: a secret not
+// mounted yet) is refused at start: the operator asked for keys, and
+// without one the server would run with no auth at all.
+func TestServeRefusesAKeysFileWithoutKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# keys of the staging server\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a server that starts stops at once
+	var stderr strings.Builder
+	err := serveCmd(ctx, []string{"--keys", file, "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, noEnv, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no key") {
+		t.Fatalf("a keys file without keys: %v, want an error saying it holds no key (stderr: %s)", err, stderr.String())
+	}
+}
+
+func noEnv(string) string { return "" }
+
+// A --token (or $TETHER_TOKEN, say from an env file with CRLF line ends)
+// that holds whitespace or a control character is refused at start: no
+// client can send it (header values lose their outer spaces, and may not
+// hold control characters), so the server would refuse every request.
+func TestServeRefusesATokenNoClientCanSend(t *testing.T) {
+	for _, tok := range []string{"admin-token-0123456789\r", " admin-token-0123456789", "admin token 0123456789"} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a server that starts stops at once
+		env := func(k string) string {
+			if k == "TETHER_TOKEN" {
+				return tok
+			}
+			return ""
+		}
+		err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, env, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--token") || strings.Contains(err.Error(), "0123456789") {
+			t.Fatalf("token %q: %v, want an error naming --token, not echoing it", tok, err)
+		}
 	}
 }

@@ -47,6 +47,9 @@ func runCmd(ctx context.Context, args []string, env func(string) string, stdout,
 		meta = json.RawMessage(*metadata)
 	}
 
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	c := client.New(*server, &client.Options{Token: *token})
 	tid := *threadID
 	if tid == "" {

@@ -126,6 +126,10 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	if c.runConcurrency < 1 {
 		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
 	}
+	if err := checkServeValues(c, *maxBodyInFlight); err != nil {
+		fmt.Fprintf(stderr, "tether serve: %v\n", err)
+		return errUsage
+	}
 	for _, l := range []struct {
 		flag, val string
 		to        *api.Rate
@@ -151,6 +155,43 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	// the process list.
 	c.openaiKey = env("OPENAI_API_KEY")
 	return serve(ctx, c, stderr)
+}
+
+// checkServeValues refuses the durations, sizes and counts a flag (or its
+// environment twin) cannot mean: below them the server's options would
+// take their defaults in silence, or, for --shutdown-grace, abort every
+// run at once.
+func checkServeValues(c serveConfig, maxBodyInFlight int) error {
+	for _, d := range []struct {
+		flag, env string
+		v         time.Duration
+	}{{"heartbeat", "TETHER_HEARTBEAT", c.heartbeat}, {"max-stream-lifetime", "TETHER_MAX_STREAM_LIFETIME", c.lifetime},
+		{"lease-ttl", "TETHER_LEASE_TTL", c.leaseTTL}, {"cancel-grace", "TETHER_CANCEL_GRACE", c.cancelGrace},
+		{"sweep-interval", "TETHER_SWEEP_INTERVAL", c.sweep}, {"write-timeout", "TETHER_WRITE_TIMEOUT", c.writeTimeout},
+		{"long-poll-timeout", "TETHER_LONG_POLL_TIMEOUT", c.longPollTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s ($%s) must be a duration above 0, such as 15s, not %s", d.flag, d.env, d.v)
+		}
+	}
+	if c.shutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace ($TETHER_SHUTDOWN_GRACE) must not be negative, not %s", c.shutdownGrace)
+	}
+	for _, n := range []struct {
+		flag, env string
+		v         int
+	}{{"max-body", "TETHER_MAX_BODY", c.maxBody}, {"max-event", "TETHER_MAX_EVENT", c.maxEvent},
+		{"max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", c.maxWSSubs}} {
+		if n.v <= 0 {
+			return fmt.Errorf("--%s ($%s) must be at least 1, not %d", n.flag, n.env, n.v)
+		}
+	}
+	if c.natsReplicas < 1 || c.natsReplicas > 5 {
+		return fmt.Errorf("--nats-replicas ($TETHER_NATS_REPLICAS) must be 1 to 5, not %d", c.natsReplicas)
+	}
+	if maxBodyInFlight < -1 {
+		return fmt.Errorf("--max-body-in-flight ($TETHER_MAX_BODY_IN_FLIGHT) must be a number of bytes, 0 (2 x --max-body) or -1 (no cap), not %d", maxBodyInFlight)
+	}
+	return nil
 }
 
 func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
@@ -445,6 +486,12 @@ func loadKeys(c serveConfig) ([]api.Key, error) {
 		if len(c.token) < 16 {
 			return nil, errors.New("--token must be at least 16 characters")
 		}
+		if strings.IndexFunc(c.token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			// No client can send it (header values lose their outer
+			// spaces and may not hold control characters): every request
+			// would be refused. Often a CR from an env file.
+			return nil, errors.New("--token ($TETHER_TOKEN) must not hold spaces or control characters (a CR from an env file?)")
+		}
 		keys = append(keys, api.Key{Token: c.token, Role: api.RoleAdmin, Name: "token"})
 	}
 	if c.keysFile != "" {
@@ -456,6 +503,12 @@ func loadKeys(c serveConfig) ([]api.Key, error) {
 		more, err := api.ParseKeys(f)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.keysFile, err)
+		}
+		if len(more) == 0 {
+			// An empty file (a secret not mounted yet, a template) would
+			// leave a server that was asked for keys without any: on
+			// loopback, with no auth at all.
+			return nil, fmt.Errorf("%s: the keys file holds no key (want \"role token [name]\" lines)", c.keysFile)
 		}
 		for _, k := range more {
 			if k.Token == c.token {

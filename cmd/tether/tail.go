@@ -34,6 +34,9 @@ func tailCmd(ctx context.Context, args []string, env func(string) string, stdout
 	if err != nil {
 		return fmt.Errorf("--after: %s", strings.TrimPrefix(err.Error(), "bad_request: "))
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	c := client.New(*server, &client.Options{Token: *token})
 	var last tether.Offset
 	conn := &connNotes{note: func(l string) { fmt.Fprintln(stderr, l) }, cursor: func() tether.Offset { return last }}

@@ -31,6 +31,9 @@ func threadsCmd(ctx context.Context, args []string, env func(string) string, std
 	if *limit < 1 || *limit > 1000 {
 		return fmt.Errorf("--limit must be 1 to 1000")
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	c := client.New(*server, &client.Options{Token: *token})
 	threads, next, err := c.Threads(ctx, client.ThreadQuery{Status: tether.ThreadStatus(*status), Limit: *limit})
 	if err != nil {

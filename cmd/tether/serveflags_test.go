@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A serve flag (or its environment twin) with a value it cannot mean — a
+// duration or size that is zero or negative, replicas out of JetStream's
+// range — is refused with a usage error (exit 2) that names it; it was
+// replaced in silence by the default.
+func TestServeRefusesBadFlagValues(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{args: []string{"--heartbeat", "-1s"}, flag: "--heartbeat"},
+		{args: []string{"--max-stream-lifetime", "0"}, flag: "--max-stream-lifetime"},
+		{args: []string{"--lease-ttl", "-5s"}, flag: "--lease-ttl"},
+		{args: []string{"--cancel-grace", "0s"}, flag: "--cancel-grace"},
+		{args: []string{"--sweep-interval", "0"}, flag: "--sweep-interval"},
+		{args: []string{"--shutdown-grace", "-1s"}, flag: "--shutdown-grace"},
+		{args: []string{"--write-timeout", "-1s"}, flag: "--write-timeout"},
+		{args: []string{"--long-poll-timeout", "0"}, flag: "--long-poll-timeout"},
+		{args: []string{"--max-body", "-1"}, flag: "--max-body"},
+		{args: []string{"--max-event", "0"}, flag: "--max-event"},
+		{args: []string{"--max-ws-subscriptions", "-3"}, flag: "--max-ws-subscriptions"},
+		{args: []string{"--nats-replicas", "0"}, flag: "--nats-replicas"},
+		{args: []string{"--nats-replicas", "7"}, flag: "--nats-replicas"},
+		{args: []string{"--max-body-in-flight", "-7"}, flag: "--max-body-in-flight"},
+		{env: map[string]string{"TETHER_HEARTBEAT": "-1s"}, flag: "--heartbeat"},
+		{env: map[string]string{"TETHER_MAX_BODY": "0"}, flag: "--max-body"},
+	}
+	for _, c := range cases {
+		name := strings.Join(c.args, "=")
+		for k, v := range c.env {
+			name += k + "=" + v
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a server that starts stops at once
+			args := append([]string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, c.args...)
+			env := func(k string) string { return c.env[k] }
+			var stderr strings.Builder
+			err := serveCmd(ctx, args, env, io.Discard, &stderr)
+			if err != errUsage || !strings.Contains(stderr.String(), c.flag) {
+				t.Fatalf("err %v, stderr %q: want a usage error naming %s", err, stderr.String(), c.flag)
+			}
+		})
+	}
+	// The values at the edge of what is allowed are taken.
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr strings.Builder
+	err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+		"--shutdown-grace", "0", "--max-body-in-flight", "-1", "--nats-replicas", "5", "--max-body", "1"}, noEnv, io.Discard, &stderr)
+	if err == errUsage {
+		t.Fatalf("edge values refused: %s", stderr.String())
+	}
+}
