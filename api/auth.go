@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/bearer"
 )
 
 // Role is what a token may do.
@@ -125,7 +126,7 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 	if err := oneAuthorization(r); err != nil {
 		return Principal{}, err
 	}
-	tok, ok := bearerToken(r.Header.Get("Authorization"))
+	tok, ok := bearer.Token(r.Header.Get("Authorization"))
 	if !ok {
 		return Principal{}, tether.Errorf(tether.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 	}
@@ -136,18 +137,6 @@ func (a *auth) check(r *http.Request) (Principal, error) {
 		return a.jwt.verify(tok)
 	}
 	return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token")
-}
-
-// bearerToken returns the token of an Authorization header of the Bearer
-// scheme, whose name is case-insensitive (RFC 9110 §11.1: "BEARER" is
-// "Bearer").
-func bearerToken(h string) (string, bool) {
-	const scheme = "Bearer "
-	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return "", false
-	}
-	tok := strings.TrimSpace(h[len(scheme):])
-	return tok, tok != ""
 }
 
 func oneAuthorization(r *http.Request) error {

@@ -74,9 +74,12 @@ func TestDurableStreamsMount(t *testing.T) {
 	if err := json.Unmarshal(r.body, &jwks); err != nil || len(jwks.Keys) != 1 {
 		t.Fatalf("jwks: %s", r.body)
 	}
-	r = v.mustDo(404, "POST", "/v1/stream/__ds/subscriptions/x/callback", `{}`, "Authorization", "Bearer not-a-wake-token")
-	if r.code() != wake.CodeSubscriptionNotFound {
-		t.Fatalf("callback: %s", r.body)
+	// The scheme's name is case-insensitive (RFC 9110 §11.1).
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+		r = v.mustDo(404, "POST", "/v1/stream/__ds/subscriptions/x/callback", `{}`, "Authorization", scheme+"not-a-wake-token")
+		if r.code() != wake.CodeSubscriptionNotFound {
+			t.Fatalf("callback with %q: %s", scheme, r.body)
+		}
 	}
 
 	// Streams are not threads.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherhq/tether/internal/bearer"
 	"github.com/tetherhq/tether/streams"
 	"github.com/tetherhq/tether/streams/wake"
 )
@@ -155,7 +156,7 @@ func (h *Handler) wakeAction(w http.ResponseWriter, r *http.Request, id, action 
 		wakeAnswer(w, http.StatusOK, res, err)
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := bearer.Token(r.Header.Get("Authorization"))
 	if !ok || token == "" {
 		wakeError(w, &wake.Error{Code: wake.CodeTokenInvalid, Message: "missing or malformed Authorization header"})
 		return
