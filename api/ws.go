@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -134,11 +135,17 @@ func (s *Server) acceptOptions() *websocket.AcceptOptions {
 	for _, origin := range s.opts.CORSOrigins {
 		if origin == "*" {
 			o.InsecureSkipVerify = true
+			continue
 		}
-		o.OriginPatterns = append(o.OriginPatterns, origin)
+		o.OriginPatterns = append(o.OriginPatterns, originPattern.Replace(origin))
 	}
 	return o
 }
+
+// originPattern escapes what the WebSocket library's origin patterns
+// (path.Match) would read as a pattern: an origin is matched as it is
+// written, and an IPv6 host's brackets are not a character class.
+var originPattern = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
 
 // wsConn is one socket.
 type wsConn struct {

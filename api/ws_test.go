@@ -459,6 +459,18 @@ func TestWSOrigin(t *testing.T) {
 			c.CloseNow()
 		}
 	}
+	// An origin is a string, not a pattern: an IPv6 host's brackets are
+	// not a character class.
+	v6 := newEnv(t, api.Options{CORSOrigins: []string{"http://[::1]:3000"}})
+	for origin, ok := range map[string]bool{"http://[::1]:3000": true, "http://::3000": false, "http://1:3000": false} {
+		c, _, err := v6.dialWS("", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+		if ok != (err == nil) {
+			t.Fatalf("origin %q allowed by http://[::1]:3000: %v", origin, err)
+		}
+		if c != nil {
+			c.CloseNow()
+		}
+	}
 	anyOrigin := newEnv(t, api.Options{CORSOrigins: []string{"*"}})
 	c, _, err := anyOrigin.dialWS("", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
 	if err != nil {
