@@ -119,7 +119,9 @@
 // Thread-scoped reads and commits are exact throughout.
 //
 // A batch is one message: its encoding must fit the server's max_payload
-// (1 MiB by default; raise it, up to 64 MiB, for large tool outputs), and
+// (1 MiB by default; raise it, up to 64 MiB, for large tool outputs; that
+// of the server the connection is on at the time) and the stream's
+// max_msg_size if one is set (else Commit returns store.ErrTooLarge), and
 // hold fewer than 10,000 events and runs. Offsets fit 10^12 messages per
 // stream. A checkpoint, a row, has the same size limit.
 //

@@ -89,7 +89,6 @@ type Store struct {
 	subject    string // "<Subject>."
 	kvSubject  string // "$KV.<Bucket>."
 	epoch      uint64
-	maxPayload int
 
 	notify atomic.Pointer[func(*store.Committed)]
 	// ownDeletes holds the message IDs of this handle's tombstones, so
@@ -223,7 +222,6 @@ func (s *Store) open(ctx context.Context) error {
 		}
 		s.nc, s.ownConn = nc, true
 	}
-	s.maxPayload = int(s.nc.MaxPayload())
 	js, err := jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return err
