@@ -10,7 +10,9 @@
 //	defer st.Close()
 //
 // Open creates what is missing: the stream of the logs, the bucket of the
-// metadata and the repairer's durable consumer.
+// metadata and the repairer's durable consumer. In a stream or bucket that
+// exists, it turns on the per-message TTLs and direct gets the store uses
+// (a bucket made by another tool may lack them) and leaves the rest as is.
 //
 // # The log
 //

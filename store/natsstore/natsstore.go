@@ -343,9 +343,30 @@ func (s *Store) bindStream(ctx context.Context, cfg jetstream.StreamConfig) (jet
 				return nil, fmt.Errorf("exists with subjects %v and %d messages per subject, want %v and %d",
 					got.Subjects, got.MaxMsgsPerSubject, cfg.Subjects, cfg.MaxMsgsPerSubject)
 			}
+			st, err = s.enable(ctx, st, got, cfg)
 		}
 	}
 	return st, err
+}
+
+// enable turns on, in an existing stream, the features the store uses that
+// cfg has and it lacks (a bucket made by another tool, such as the nats
+// CLI's "kv add", has neither): per-message TTLs, without which no row
+// can be deleted, and direct gets, which bulk reads use. Both only add
+// what a request may ask for; the stream's other settings stay its own.
+func (s *Store) enable(ctx context.Context, st jetstream.Stream, got, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if (got.AllowMsgTTL || !cfg.AllowMsgTTL) && (got.AllowDirect || !cfg.AllowDirect) {
+		return st, nil
+	}
+	s.log.Info("natsstore: enabling what the store needs in an existing stream", "stream", cfg.Name,
+		"allow_msg_ttl", !got.AllowMsgTTL && cfg.AllowMsgTTL, "allow_direct", !got.AllowDirect && cfg.AllowDirect)
+	got.AllowMsgTTL = got.AllowMsgTTL || cfg.AllowMsgTTL
+	got.AllowDirect = got.AllowDirect || cfg.AllowDirect
+	st, err := s.js.UpdateStream(ctx, got)
+	if err != nil {
+		return nil, fmt.Errorf("exists without per-message TTLs or direct gets, and enabling them failed: %w", err)
+	}
+	return st, nil
 }
 
 // Epoch returns the epoch of the offsets this store hands out.

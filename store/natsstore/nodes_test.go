@@ -601,3 +601,63 @@ func TestBatchTooLargeAfterReconnect(t *testing.T) {
 	}
 	mustCommit(t, st, appendBatch(t, "t", 1, 1, "small"))
 }
+
+// TestBucketMadeWithOtherSettings checks that a store works on a bucket
+// that exists without the settings Open gives one it creates, as one made
+// with the nats CLI's "kv add" does: rows' tombstones need per-message
+// TTLs. Without them every tombstone failed: the row of a thread stayed
+// behind its log from its first ended run on (the repairer failing for
+// ever), and a deleted thread's log was never purged nor its rows deleted.
+func TestBucketMadeWithOtherSettings(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	nc, err := nats.Connect(opts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Stream + "_META"}); err != nil {
+		t.Fatal(err)
+	}
+	a := node(t, opts, "a")
+	c := createBatch(t, "t", 1)
+	c.Runs = []*store.RunRecord{newRun("r1", "t", "k1", tether.RunPending)}
+	mustCommit(t, a, c)
+	u := appendBatch(t, "t", 1, 1, "end")
+	r1 := newRun("r1", "t", "k1", tether.RunDone)
+	u.Runs = []*store.RunRecord{r1}
+	mustCommit(t, a, u)
+	if active, err := a.ActiveRuns(ctx); err != nil || len(active) != 0 {
+		t.Fatalf("active runs after the run ended: %v, %v", active, err)
+	}
+	if err := a.DeleteThread(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, opts.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(natsstore.LogSubject(a, "t")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[natsstore.LogSubject(a, "t")]; n != 0 {
+		t.Fatalf("%d messages left in the deleted log", n)
+	}
+	kv, err := js.KeyValue(ctx, opts.Stream+"_META")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if e, err := kv.Get(ctx, k); err == nil && !strings.HasPrefix(k, "f.") && !strings.Contains(string(e.Value()), `"del":true`) {
+			t.Errorf("row %s left after the delete: %s", k, e.Value())
+		}
+	}
+}
