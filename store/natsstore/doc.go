@@ -90,7 +90,8 @@
 // the thread's rows and purges the subject up to the tombstone. A later
 // Create starts a new incarnation, with offsets above every old one.
 //
-// The repairer: all nodes pull from one durable consumer of the log and
+// The repairer: all nodes pull from one durable consumer of the log (each
+// makes it again if it is deleted) and
 // check each message once it is Options.RepairDelay old, writing any rows
 // its committer did not (it died after the publish) and finishing any
 // deletion that stopped half way. Checking a message a node wrote itself

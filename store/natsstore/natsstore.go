@@ -113,6 +113,9 @@ type Store struct {
 	hintsMu sync.Mutex
 	hints   map[string]kvHint
 
+	// repairIter pulls from the repair consumer; repairLoop replaces it
+	// when the consumer is gone (restartRepair).
+	repairMu   sync.Mutex
 	repairIter jetstream.MessagesContext
 	repairDone chan struct{}
 	// stop is closed when Close starts waiting; stopCtx ends with it.
@@ -409,8 +412,8 @@ func (s *Store) Close() error {
 		s.inflight.Wait()
 		close(s.stop)
 		s.cancel()
-		if s.repairIter != nil {
-			s.repairIter.Drain() // the loop hands back what it holds
+		if it := s.repairIterator(); it != nil {
+			it.Drain() // the loop hands back what it holds
 			select {
 			case <-s.repairDone:
 			case <-time.After(s.opts.Timeout):
@@ -418,7 +421,7 @@ func (s *Store) Close() error {
 				// server gone that never comes, and Close must not wait
 				// for ever (the messages come back after AckWait).
 				s.log.Warn("natsstore: the repair consumer did not drain in time; stopping it")
-				s.repairIter.Stop()
+				it.Stop()
 			}
 		}
 		<-s.repairDone

@@ -661,3 +661,43 @@ func TestBucketMadeWithOtherSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairAfterItsConsumerIsDeleted checks that a running node's
+// repairer goes on when its durable consumer is deleted (by hand, or lost
+// with a server's state): it makes the consumer again and repairs the
+// batches of a node that died after its publish. Its loop used to end
+// when the consumer's iterator closed, so that no running node repaired
+// anything until one restarted.
+func TestRepairAfterItsConsumerIsDeleted(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	opts.RepairDelay = 50 * time.Millisecond
+	b := node(t, opts, "b")
+	opts.NoRepair = true // b does the repairs
+	a := node(t, opts, "a")
+	mustCommit(t, a, createBatch(t, "old", 1))
+
+	nc, err := nats.Connect(opts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, opts.Stream, "tether_repair"); err != nil {
+		t.Fatal(err)
+	}
+
+	natsstore.DieAfterPublish(a, true)
+	c := createBatch(t, "t", 2)
+	c.Runs = []*store.RunRecord{newRun("r1", "t", "k1", tether.RunPending)}
+	mustCommit(t, a, c)
+	eventually(t, "repair", func() error {
+		rr, err := b.Run(ctx, "r1")
+		if err != nil || rr.Run.Status != tether.RunPending {
+			return fmt.Errorf("run r1: %+v, %v", rr, err)
+		}
+		return nil
+	})
+}
