@@ -165,8 +165,11 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 		if err != nil {
 			return nil, err
 		}
-		if len(body)+256 > s.maxPayload {
-			return nil, fmt.Errorf("%w: a batch of %d bytes, larger than the server's max_payload (%d)", store.ErrTooLarge, len(body), s.maxPayload)
+		// The server the connection is on now: after a reconnect it may
+		// take less than the one Open saw (and the stream's max_msg_size
+		// may be smaller still: the publish then fails with ErrTooLarge).
+		if maxPayload := int(s.nc.MaxPayload()); len(body)+256 > maxPayload {
+			return nil, fmt.Errorf("%w: a batch of %d bytes, larger than the server's max_payload (%d)", store.ErrTooLarge, len(body), maxPayload)
 		}
 		pc.h, pc.msgID = h, nuid.Next()
 		s.register(pc)
@@ -425,7 +428,7 @@ func (s *Store) keyOwner(ctx context.Context, e *entry, st state, key string) (s
 // definite reports whether a failed publish surely stored nothing.
 func definite(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, nats.ErrNoResponders) || errors.As(err, &apiErr)
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, store.ErrTooLarge) || errors.As(err, &apiErr)
 }
 
 // resolve finds out whether the message msgID, published after prev on

@@ -10,7 +10,9 @@
 //	defer st.Close()
 //
 // Open creates what is missing: the stream of the logs, the bucket of the
-// metadata and the repairer's durable consumer.
+// metadata and the repairer's durable consumer. In a stream or bucket that
+// exists, it turns on the per-message TTLs and direct gets the store uses
+// (a bucket made by another tool may lack them) and leaves the rest as is.
 //
 // # The log
 //
@@ -88,7 +90,8 @@
 // the thread's rows and purges the subject up to the tombstone. A later
 // Create starts a new incarnation, with offsets above every old one.
 //
-// The repairer: all nodes pull from one durable consumer of the log and
+// The repairer: all nodes pull from one durable consumer of the log (each
+// makes it again if it is deleted) and
 // check each message once it is Options.RepairDelay old, writing any rows
 // its committer did not (it died after the publish) and finishing any
 // deletion that stopped half way. Checking a message a node wrote itself
@@ -119,7 +122,9 @@
 // Thread-scoped reads and commits are exact throughout.
 //
 // A batch is one message: its encoding must fit the server's max_payload
-// (1 MiB by default; raise it, up to 64 MiB, for large tool outputs), and
+// (1 MiB by default; raise it, up to 64 MiB, for large tool outputs; that
+// of the server the connection is on at the time) and the stream's
+// max_msg_size if one is set (else Commit returns store.ErrTooLarge), and
 // hold fewer than 10,000 events and runs. Offsets fit 10^12 messages per
 // stream. A checkpoint, a row, has the same size limit.
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tetherhq/tether/store"
 )
 
 // The store talks to JetStream's API directly for reads, because it needs
@@ -178,12 +179,19 @@ func (s *Store) publish(ctx context.Context, subject string, data []byte, expect
 	}
 }
 
-// translatePub maps a publish error.
+// translatePub maps a publish error: errCAS for a wrong last sequence,
+// store.ErrTooLarge (wrapping err) for a message too large for the server
+// the connection is on (its max_payload, which may be smaller than the one
+// Open saw, after a reconnect) or for the stream (its max_msg_size). Both
+// surely stored nothing.
 func translatePub(err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return errCAS
+	}
+	if errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+		return fmt.Errorf("%w: %w", store.ErrTooLarge, err)
 	}
 	return err
 }

@@ -89,7 +89,6 @@ type Store struct {
 	subject    string // "<Subject>."
 	kvSubject  string // "$KV.<Bucket>."
 	epoch      uint64
-	maxPayload int
 
 	notify atomic.Pointer[func(*store.Committed)]
 	// ownDeletes holds the message IDs of this handle's tombstones, so
@@ -114,6 +113,9 @@ type Store struct {
 	hintsMu sync.Mutex
 	hints   map[string]kvHint
 
+	// repairIter pulls from the repair consumer; repairLoop replaces it
+	// when the consumer is gone (restartRepair).
+	repairMu   sync.Mutex
 	repairIter jetstream.MessagesContext
 	repairDone chan struct{}
 	// stop is closed when Close starts waiting; stopCtx ends with it.
@@ -223,7 +225,6 @@ func (s *Store) open(ctx context.Context) error {
 		}
 		s.nc, s.ownConn = nc, true
 	}
-	s.maxPayload = int(s.nc.MaxPayload())
 	js, err := jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return err
@@ -345,9 +346,30 @@ func (s *Store) bindStream(ctx context.Context, cfg jetstream.StreamConfig) (jet
 				return nil, fmt.Errorf("exists with subjects %v and %d messages per subject, want %v and %d",
 					got.Subjects, got.MaxMsgsPerSubject, cfg.Subjects, cfg.MaxMsgsPerSubject)
 			}
+			st, err = s.enable(ctx, st, got, cfg)
 		}
 	}
 	return st, err
+}
+
+// enable turns on, in an existing stream, the features the store uses that
+// cfg has and it lacks (a bucket made by another tool, such as the nats
+// CLI's "kv add", has neither): per-message TTLs, without which no row
+// can be deleted, and direct gets, which bulk reads use. Both only add
+// what a request may ask for; the stream's other settings stay its own.
+func (s *Store) enable(ctx context.Context, st jetstream.Stream, got, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if (got.AllowMsgTTL || !cfg.AllowMsgTTL) && (got.AllowDirect || !cfg.AllowDirect) {
+		return st, nil
+	}
+	s.log.Info("natsstore: enabling what the store needs in an existing stream", "stream", cfg.Name,
+		"allow_msg_ttl", !got.AllowMsgTTL && cfg.AllowMsgTTL, "allow_direct", !got.AllowDirect && cfg.AllowDirect)
+	got.AllowMsgTTL = got.AllowMsgTTL || cfg.AllowMsgTTL
+	got.AllowDirect = got.AllowDirect || cfg.AllowDirect
+	st, err := s.js.UpdateStream(ctx, got)
+	if err != nil {
+		return nil, fmt.Errorf("exists without per-message TTLs or direct gets, and enabling them failed: %w", err)
+	}
+	return st, nil
 }
 
 // Epoch returns the epoch of the offsets this store hands out.
@@ -390,8 +412,8 @@ func (s *Store) Close() error {
 		s.inflight.Wait()
 		close(s.stop)
 		s.cancel()
-		if s.repairIter != nil {
-			s.repairIter.Drain() // the loop hands back what it holds
+		if it := s.repairIterator(); it != nil {
+			it.Drain() // the loop hands back what it holds
 			select {
 			case <-s.repairDone:
 			case <-time.After(s.opts.Timeout):
@@ -399,7 +421,7 @@ func (s *Store) Close() error {
 				// server gone that never comes, and Close must not wait
 				// for ever (the messages come back after AckWait).
 				s.log.Warn("natsstore: the repair consumer did not drain in time; stopping it")
-				s.repairIter.Stop()
+				it.Stop()
 			}
 		}
 		<-s.repairDone

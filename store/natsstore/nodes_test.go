@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	tether "github.com/tetherhq/tether"
@@ -511,4 +514,190 @@ func TestBatchTooLarge(t *testing.T) {
 		t.Fatalf("thread %+v, %v", tr, err)
 	}
 	mustCommit(t, st, appendBatch(t, "t", 1, 1, "small"))
+}
+
+// bigAppend returns an append of one event whose encoding is about n bytes.
+func bigAppend(t *testing.T, id string, version int64, n int) *store.Batch {
+	b := appendBatch(t, id, version, 1, "big")
+	b.Events[0].Data, _ = json.Marshal(map[string]string{"x": strings.Repeat("x", n)})
+	b.Encoded[0], _ = b.Events[0].Encode()
+	return b
+}
+
+// TestBatchTooLargeForTheStream checks that a batch within the server's
+// max_payload but above the max_msg_size of a stream made with other
+// settings fails whole with ErrTooLarge (the engine's 413), not with an
+// error the engine answers 503 to, which a client retries for ever.
+func TestBatchTooLargeForTheStream(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	nc, err := nats.Connect(opts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: opts.Stream, Subjects: []string{opts.Subject + ".*"},
+		MaxMsgSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	st := node(t, opts, "a")
+	mustCommit(t, st, createBatch(t, "t", 1))
+	if _, err := st.Commit(ctx, bigAppend(t, "t", 1, 100<<10)); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("a batch larger than the stream's max_msg_size: %v, want ErrTooLarge", err)
+	}
+	if tr, err := st.Thread(ctx, "t"); err != nil || tr.Version != 1 {
+		t.Fatalf("thread %+v, %v", tr, err)
+	}
+	mustCommit(t, st, appendBatch(t, "t", 1, 1, "small"))
+}
+
+// TestBatchTooLargeAfterReconnect checks that the size limit is the one of
+// the server the store is connected to now: after its server came back
+// with a smaller max_payload, a batch between the two limits fails at once
+// with ErrTooLarge. It was checked against the limit seen at Open, and the
+// client's refusal taken for an unknown outcome: published again for three
+// times the timeout, then "outcome unknown" (the engine's 503).
+func TestBatchTooLargeAfterReconnect(t *testing.T) {
+	o := server.Options{ServerName: "s", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
+	run := func(o server.Options) *server.Server {
+		s, err := server.NewServer(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server did not start")
+		}
+		t.Cleanup(func() { natstest.Stop(s) })
+		return s
+	}
+	srv := run(o)
+	opts := optionsFor(srv.ClientURL(), t.TempDir(), 1)
+	opts.Timeout = 2 * time.Second
+	st := node(t, opts, "a")
+	defer st.Close() // before the servers stop
+	mustCommit(t, st, createBatch(t, "t", 1))
+
+	o.Port = srv.Addr().(*net.TCPAddr).Port
+	natstest.Stop(srv)
+	o.MaxPayload = 64 << 10
+	run(o)
+	for i := 0; ; i++ {
+		if _, err := st.Thread(ctx, "t"); err == nil {
+			break
+		} else if i == 100 {
+			t.Fatalf("no thread after the server came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := st.Commit(ctx, bigAppend(t, "t", 1, 100<<10)); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("a batch larger than the new server's max_payload: %v, want ErrTooLarge", err)
+	}
+	if tr, err := st.Thread(ctx, "t"); err != nil || tr.Version != 1 {
+		t.Fatalf("thread %+v, %v", tr, err)
+	}
+	mustCommit(t, st, appendBatch(t, "t", 1, 1, "small"))
+}
+
+// TestBucketMadeWithOtherSettings checks that a store works on a bucket
+// that exists without the settings Open gives one it creates, as one made
+// with the nats CLI's "kv add" does: rows' tombstones need per-message
+// TTLs. Without them every tombstone failed: the row of a thread stayed
+// behind its log from its first ended run on (the repairer failing for
+// ever), and a deleted thread's log was never purged nor its rows deleted.
+func TestBucketMadeWithOtherSettings(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	nc, err := nats.Connect(opts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Stream + "_META"}); err != nil {
+		t.Fatal(err)
+	}
+	a := node(t, opts, "a")
+	c := createBatch(t, "t", 1)
+	c.Runs = []*store.RunRecord{newRun("r1", "t", "k1", tether.RunPending)}
+	mustCommit(t, a, c)
+	u := appendBatch(t, "t", 1, 1, "end")
+	r1 := newRun("r1", "t", "k1", tether.RunDone)
+	u.Runs = []*store.RunRecord{r1}
+	mustCommit(t, a, u)
+	if active, err := a.ActiveRuns(ctx); err != nil || len(active) != 0 {
+		t.Fatalf("active runs after the run ended: %v, %v", active, err)
+	}
+	if err := a.DeleteThread(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, opts.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(natsstore.LogSubject(a, "t")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[natsstore.LogSubject(a, "t")]; n != 0 {
+		t.Fatalf("%d messages left in the deleted log", n)
+	}
+	kv, err := js.KeyValue(ctx, opts.Stream+"_META")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if e, err := kv.Get(ctx, k); err == nil && !strings.HasPrefix(k, "f.") && !strings.Contains(string(e.Value()), `"del":true`) {
+			t.Errorf("row %s left after the delete: %s", k, e.Value())
+		}
+	}
+}
+
+// TestRepairAfterItsConsumerIsDeleted checks that a running node's
+// repairer goes on when its durable consumer is deleted (by hand, or lost
+// with a server's state): it makes the consumer again and repairs the
+// batches of a node that died after its publish. Its loop used to end
+// when the consumer's iterator closed, so that no running node repaired
+// anything until one restarted.
+func TestRepairAfterItsConsumerIsDeleted(t *testing.T) {
+	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
+	opts.RepairDelay = 50 * time.Millisecond
+	b := node(t, opts, "b")
+	opts.NoRepair = true // b does the repairs
+	a := node(t, opts, "a")
+	mustCommit(t, a, createBatch(t, "old", 1))
+
+	nc, err := nats.Connect(opts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, opts.Stream, "tether_repair"); err != nil {
+		t.Fatal(err)
+	}
+
+	natsstore.DieAfterPublish(a, true)
+	c := createBatch(t, "t", 2)
+	c.Runs = []*store.RunRecord{newRun("r1", "t", "k1", tether.RunPending)}
+	mustCommit(t, a, c)
+	eventually(t, "repair", func() error {
+		rr, err := b.Run(ctx, "r1")
+		if err != nil || rr.Run.Status != tether.RunPending {
+			return fmt.Errorf("run r1: %+v, %v", rr, err)
+		}
+		return nil
+	})
 }

@@ -47,16 +47,67 @@ func (s *Store) startRepair(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	if s.stopping() {
+		it.Stop()
+		return nil
+	}
 	s.repairIter = it
 	return nil
+}
+
+// repairIterator returns the current iterator of the repair consumer.
+func (s *Store) repairIterator() jetstream.MessagesContext {
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	return s.repairIter
+}
+
+// restartRepair pulls from the repair consumer again, creating it if it is
+// gone (deleted by hand, or lost with its server's state), trying until it
+// succeeds or the store closes: without it this node would repair nothing
+// until it restarts.
+func (s *Store) restartRepair() {
+	wait := 100 * time.Millisecond
+	for !s.stopping() {
+		ctx, cancel := context.WithTimeout(s.stopCtx, s.opts.Timeout)
+		err := s.startRepair(ctx)
+		cancel()
+		if err == nil {
+			s.log.Info("natsstore: pulling from the repair consumer again")
+			return
+		}
+		s.log.Warn("natsstore: cannot pull from the repair consumer; retrying", "err", err)
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 func (s *Store) repairLoop() {
 	defer close(s.repairDone)
 	for {
-		msg, err := s.repairIter.Next()
+		it := s.repairIterator()
+		msg, err := it.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return
+			if s.stopping() {
+				return
+			}
+			// The consumer is gone (nats.go closes the iterator).
+			s.restartRepair()
+			continue
+		}
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			it.Stop()
+			if s.stopping() {
+				return
+			}
+			s.restartRepair()
+			continue
 		}
 		if err != nil {
 			s.log.Debug("natsstore: repair consumer", "err", err)
