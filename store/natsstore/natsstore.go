@@ -346,10 +346,40 @@ func (s *Store) bindStream(ctx context.Context, cfg jetstream.StreamConfig) (jet
 				return nil, fmt.Errorf("exists with subjects %v and %d messages per subject, want %v and %d",
 					got.Subjects, got.MaxMsgsPerSubject, cfg.Subjects, cfg.MaxMsgsPerSubject)
 			}
+			if err := dropsMessages(got); err != nil {
+				return nil, err
+			}
 			st, err = s.enable(ctx, st, got, cfg)
 		}
 	}
 	return st, err
+}
+
+// dropsMessages refuses an existing stream under whose settings JetStream
+// removes messages by itself: an age, a count or a size of the stream, or
+// a retention other than limits (interest or work queue: acknowledged
+// messages go). The log would lose events acknowledged as durable, and
+// the bucket rows. Tether never sets any of them; an operator who did
+// must remove them (nats stream edit) rather than have Tether do it
+// silently.
+func dropsMessages(c jetstream.StreamConfig) error {
+	var set []string
+	if c.Retention != jetstream.LimitsPolicy {
+		set = append(set, "retention "+c.Retention.String())
+	}
+	if c.MaxAge > 0 {
+		set = append(set, "max_age "+c.MaxAge.String())
+	}
+	if c.MaxMsgs > 0 {
+		set = append(set, fmt.Sprintf("max_msgs %d", c.MaxMsgs))
+	}
+	if c.MaxBytes > 0 {
+		set = append(set, fmt.Sprintf("max_bytes %d", c.MaxBytes))
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("exists with %s: JetStream would drop messages by itself; remove the limit from the stream", strings.Join(set, ", "))
+	}
+	return nil
 }
 
 // enable turns on, in an existing stream, the features the store uses that

@@ -701,3 +701,52 @@ func TestRepairAfterItsConsumerIsDeleted(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStreamWithLimitsRefused checks that Open refuses a log stream or a
+// bucket made beforehand with limits under which JetStream drops messages
+// by itself (an age, a count or a size of the stream, or a retention other
+// than limits): events acknowledged as durable would vanish later. It
+// used to bind to them.
+func TestStreamWithLimitsRefused(t *testing.T) {
+	srv := natstest.StartServer(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		meta bool
+		set  func(*jetstream.StreamConfig)
+		want string
+	}{
+		{false, func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }, "max_age"},
+		{false, func(c *jetstream.StreamConfig) { c.MaxMsgs = 1000 }, "max_msgs"},
+		{false, func(c *jetstream.StreamConfig) { c.MaxBytes = 1 << 30 }, "max_bytes"},
+		{false, func(c *jetstream.StreamConfig) { c.Retention = jetstream.InterestPolicy }, "retention"},
+		{true, func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }, "max_age"},
+	} {
+		opts := optionsFor(srv.ClientURL(), t.TempDir(), 1)
+		cfg := jetstream.StreamConfig{Name: opts.Stream, Subjects: []string{opts.Subject + ".*"}, MaxMsgsPerSubject: -1}
+		if c.meta {
+			cfg = jetstream.StreamConfig{Name: "KV_" + opts.Stream + "_META", Subjects: []string{"$KV." + opts.Stream + "_META.>"}, MaxMsgsPerSubject: 1}
+		}
+		c.set(&cfg)
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		st, err := natsstore.Open(octx, opts)
+		cancel()
+		if err == nil {
+			st.Close()
+			t.Fatalf("%s: opened a stream with %s set", cfg.Name, c.want)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v, want it to name %s", cfg.Name, err, c.want)
+		}
+	}
+}
