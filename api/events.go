@@ -122,10 +122,16 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 	if err == nil && len(recs) == 0 && wait > 0 && !sub.Done() {
 		wctx, cancel := s.untilShutdown(ctx, wait)
 		recs, err = sub.Next(wctx)
-		cancel()
-		if wctx.Err() != nil && ctx.Err() == nil {
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			err = nil // the wait ended (or the server is stopping): answer with what there is
 		}
+		cancel() // after the check: once cancelled, wctx.Err() is set whatever ended the wait
+	}
+	if errors.Is(err, hub.ErrSlow) {
+		// More came at once than a subscriber's buffer holds (one large
+		// append): nothing is lost, the answer is not up to date and the
+		// next poll reads the rest from the store.
+		err = nil
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		if errors.Is(err, hub.ErrClosed) {
