@@ -75,3 +75,34 @@ func TestPollAppendLargerThanBuffer(t *testing.T) {
 		t.Fatalf("got %d events, want the 8 appended", len(got))
 	}
 }
+
+// A wait longer than the server allows waits as long as it allows, however
+// long: a wait in milliseconds that overflowed a time.Duration was
+// answered at once.
+func TestPollWaitOverLimit(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.thread("t1")
+	for _, ms := range []string{"60000", "10000000000000", "9223372036854775807"} {
+		subs := v.e.Hub().Stats().Subscribers
+		done := make(chan *resp, 1)
+		go func() {
+			done <- v.do("GET", "/v1/threads/t1/events?after=now&wait="+ms, nil, "Accept", "application/json")
+		}()
+		testutil.Eventually(t, 10*time.Second, "the poll of wait="+ms+" waits", func() bool {
+			select {
+			case r := <-done:
+				t.Fatalf("wait=%s answered at once: %d %s", ms, r.status, r.body)
+			default:
+			}
+			return v.e.Hub().Stats().Subscribers > subs
+		})
+		run := v.demoRun("t1", `{"tokens":1}`)
+		var p pollAnswer
+		if r := <-done; r.status != 200 {
+			t.Fatalf("wait=%s: %d %s", ms, r.status, r.body)
+		} else if r.json(&p); len(p.Events) == 0 {
+			t.Fatalf("wait=%s: no events: %s", ms, r.body)
+		}
+		v.waitRun(run, tether.RunDone)
+	}
+}
