@@ -285,6 +285,27 @@ func TestWSUnsubscribe(t *testing.T) {
 	w.expect("pong", "p")
 }
 
+// An id is free again as soon as its end frame is sent, whatever ended
+// the subscription: a client that subscribes again with it on reading
+// the end is not refused conflict. (The subscription's goroutine forgot
+// the id only after queueing the end, which a quick client could beat;
+// -race slows it enough to lose every run of this test.)
+func TestWSIdFreeAtEnd(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.thread("t1")
+	run := v.demoRun("t1", `{"tokens":1}`)
+	v.waitRun(run, tether.RunDone)
+	w := v.ws("")
+	for range 2000 {
+		// A finished run: the subscription ends by itself at once.
+		w.subscribe("a", "run_id", run, "after", "now")
+		w.expect("subscribed", "a")
+		if m := w.expect("end", "a"); m.Reason != "run_finished" {
+			t.Fatalf("end: %s", m.raw)
+		}
+	}
+}
+
 func TestWSErrors(t *testing.T) {
 	v := newEnv(t, api.Options{MaxSubscriptions: 3})
 	v.thread("t1")
