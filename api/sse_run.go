@@ -39,6 +39,15 @@ func (st *sseStream) run(ctx context.Context) {
 		case stepEnded:
 			return
 		case stepMore:
+			// A stream far behind may catch up for long (the store is
+			// read a page at a time, as fast as the client reads):
+			// shutdown does not wait for that.
+			select {
+			case <-st.s.shutdown:
+				st.endAside("reconnect", `{"reason":"shutdown"}`)
+				return
+			default:
+			}
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
