@@ -306,6 +306,27 @@ func TestWSIdFreeAtEnd(t *testing.T) {
 	}
 }
 
+// A subscribe that the store does not answer within SubscribeTimeout is
+// refused unavailable, as an SSE stream ends then: the socket's frames are
+// handled one after another, so a subscribe that waited on the store for
+// as long as it took left the client without an answer, and its pings and
+// unsubscribes too.
+func TestWSStoreNeverAnswers(t *testing.T) {
+	v, h, cursor := coldThread(t, api.Options{SubscribeTimeout: 50 * time.Millisecond})
+	w := v.ws("")
+	h.hold()
+	w.subscribe("a", "thread_id", "cold", "after", string(cursor))
+	if m := w.expect("error", "a"); m.Error.Code != "unavailable" || m.Error.Message == "" {
+		t.Fatalf("subscribe while the store does not answer: %s", m.raw)
+	}
+	w.send(`{"op":"ping","id":"p"}`)
+	w.expect("pong", "p")
+	// Once the store answers, the same subscribe starts.
+	h.release()
+	w.subscribe("a", "thread_id", "cold", "after", string(cursor))
+	w.expect("subscribed", "a")
+}
+
 func TestWSErrors(t *testing.T) {
 	v := newEnv(t, api.Options{MaxSubscriptions: 3})
 	v.thread("t1")
