@@ -46,8 +46,8 @@ func TestPollThreadDeletedWhileWaiting(t *testing.T) {
 }
 
 // An append larger than a subscriber's buffer, made while a long poll
-// waits, cuts the poll's subscriber in the hub: the poll answers 200 (not
-// up to date, so the client polls again at once) and the next poll has
+// waits, is answered 200 (a subscriber cut by it answers not up to date,
+// so the client polls again at once), and the polls until up to date have
 // every event.
 func TestPollAppendLargerThanBuffer(t *testing.T) {
 	eopts := engine.Options{}
