@@ -90,7 +90,12 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "wait must be a number of milliseconds"))
 			return
 		}
-		wait = min(time.Duration(ms)*time.Millisecond, s.opts.MaxWait)
+		// Capped before it becomes a Duration, which a wait of 2^63 ns
+		// (about 107 days) or more would overflow.
+		wait = s.opts.MaxWait
+		if int64(ms) < int64(s.opts.MaxWait/time.Millisecond) {
+			wait = time.Duration(ms) * time.Millisecond
+		}
 	}
 	if req.Cursor == "" {
 		req.Cursor = tether.OffsetStart
@@ -122,10 +127,16 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 	if err == nil && len(recs) == 0 && wait > 0 && !sub.Done() {
 		wctx, cancel := s.untilShutdown(ctx, wait)
 		recs, err = sub.Next(wctx)
-		cancel()
-		if wctx.Err() != nil && ctx.Err() == nil {
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			err = nil // the wait ended (or the server is stopping): answer with what there is
 		}
+		cancel() // after the check: once cancelled, wctx.Err() is set whatever ended the wait
+	}
+	if errors.Is(err, hub.ErrSlow) {
+		// More came at once than a subscriber's buffer holds (one large
+		// append): nothing is lost, the answer is not up to date and the
+		// next poll reads the rest from the store.
+		err = nil
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		if errors.Is(err, hub.ErrClosed) {

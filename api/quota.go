@@ -230,8 +230,12 @@ type reqQuota struct {
 	key string
 	// stream is set when the request is counted as a stream from its
 	// start: a POST that answers with a stream is refused before it
-	// creates its run, not after.
-	stream bool
+	// creates its run, not after. closeStream ends that count; holdStream
+	// hands it to the stream (handed), which may outlive the handler (a
+	// connection taken over), so that it counts until the stream ends.
+	stream      bool
+	closeStream func()
+	handed      bool
 	// releaseBody gives the body's bytes back to the budget once the
 	// request has become a stream.
 	releaseBody func()
@@ -305,8 +309,12 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 					refuse(errTooManyStreams(s.opts.Limits.Streams), time.Second)
 					return
 				}
-				defer closeStream()
-				rq.stream = true
+				rq.stream, rq.closeStream = true, closeStream
+				defer func() {
+					if !rq.handed {
+						closeStream()
+					}
+				}()
 			}
 		}
 		if s.budget != nil && r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -347,7 +355,13 @@ func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release fun
 		return func() {}, true
 	}
 	rq.releaseBody()
-	if rq.key == "" || rq.stream {
+	if rq.stream {
+		// Counted since the request came in (a run answered with its
+		// stream): the count is the stream's from here.
+		rq.handed = true
+		return rq.closeStream, true
+	}
+	if rq.key == "" {
 		return func() {}, true
 	}
 	closeStream, ok := s.quotas.openStream(rq.key)

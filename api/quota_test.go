@@ -217,6 +217,28 @@ func TestLimitStreams(t *testing.T) {
 	s2.close()
 }
 
+// A run answered with its stream counts as one of its key's streams for
+// as long as the stream is open, not only while its request is handled:
+// on HTTP/1.1 the handler returns as soon as the connection is taken over,
+// which gave the count back while the stream went on.
+func TestLimitStreamsRunStream(t *testing.T) {
+	v := newAuthEnv(t, api.Options{Heartbeat: 50 * time.Millisecond, Limits: api.Limits{Streams: 1}})
+	c := bearer(azClient)
+	v.mustDo(201, "POST", "/v1/threads", map[string]any{"id": "t1"}, c...)
+	// A run of "ext" waits for a worker: its stream stays open.
+	s := v.sse("POST", "/v1/threads/t1/runs/stream", map[string]any{"agent": "ext", "input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}}, c...)
+	if !s.until(string(tether.EventRunCreated)) {
+		t.Fatal("the run's stream ended")
+	}
+	limited(t, "an SSE stream beside a run's", v.refused("GET", "/v1/threads/t1/events", "", append(c, "Accept", "text/event-stream")...), "rate_limited")
+	limited(t, "a long poll beside a run's stream", v.refused("GET", "/v1/threads/t1/events?wait=1000", "", append(c, "Accept", "application/json")...), "rate_limited")
+
+	s.close()
+	testutil.Eventually(t, 10*time.Second, "the run stream's slot freed", func() bool {
+		return v.do("GET", "/v1/threads/t1/events?wait=1", nil, append(c, "Accept", "application/json")...).status == 200
+	})
+}
+
 // demoRunAs starts a short demo run on thread with a token.
 func (v *env) demoRunAs(thread, tok string) {
 	v.t.Helper()

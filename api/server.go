@@ -56,8 +56,9 @@ type Options struct {
 	// to start its subscription (a thread this node has not loaded is
 	// read from the store first, a resume checks its cursor there): past
 	// it a Tether SSE stream, already started with ":ok", ends with
-	// reconnect (reason unavailable), and an AG-UI or AI SDK stream, not
-	// started yet, is answered 503; the client retries. Defaults to 5s.
+	// reconnect (reason unavailable), an AG-UI or AI SDK stream, not
+	// started yet, is answered 503, and a WebSocket subscribe is refused
+	// unavailable; the client retries. Defaults to 5s.
 	SubscribeTimeout time.Duration
 	// MaxBodyBytes limits request bodies (a worker's batch of events).
 	// Defaults to 4 MiB.

@@ -1,13 +1,20 @@
 package api_test
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
 )
 
 // Streams that arrive while the server shuts down either start (and end
@@ -68,5 +75,63 @@ func TestStreamsOpenedDuringShutdown(t *testing.T) {
 	wg.Wait()
 	if refused == 0 {
 		t.Error("no request was refused after shutdown")
+	}
+}
+
+// heldReadStore holds the hold-th read of a thread's log (counted from
+// when armed) until released, and counts the reads.
+type heldReadStore struct {
+	store.Store
+	armed   atomic.Bool
+	reads   atomic.Int64
+	hold    int64
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (s *heldReadStore) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	if s.armed.Load() {
+		if s.reads.Add(1) == s.hold {
+			s.held <- struct{}{}
+			<-s.release
+		}
+	}
+	return s.Store.ReadEvents(ctx, threadID, after, limit)
+}
+
+// An SSE stream catching up from the store at shutdown ends there (with
+// reconnect shutdown) rather than after the rest of the log: its catch-up
+// looked for the shutdown only once caught up, so a stream far behind, or
+// read slowly, held the server's shutdown for as long as it took.
+func TestShutdownEndsStreamInCatchUp(t *testing.T) {
+	st := &heldReadStore{Store: testutil.OpenStore(t, ""), hold: 3, held: make(chan struct{}, 1), release: make(chan struct{})}
+	eopts := engine.Options{}
+	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+	v := newEnvStore(t, st, api.Options{}, eopts)
+	v.thread("t1")
+	run, lease := v.extRun("t1")
+	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+
+	st.armed.Store(true)
+	s := v.sse("GET", "/v1/threads/t1/events?after=-1", nil)
+	<-st.held // two pages read, the third held
+	shut := make(chan struct{})
+	go func() { v.srv.Shutdown(); close(shut) }()
+	testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
+		return v.do("GET", "/readyz", nil).status == 503
+	})
+	close(st.release)
+	fs := s.all()
+	<-shut
+	if last := fs[len(fs)-1]; last.event != "reconnect" || last.data != `{"reason":"shutdown"}` {
+		t.Fatalf("last frame %+v, want reconnect shutdown", last)
+	}
+	if n := st.reads.Load(); n > st.hold {
+		t.Fatalf("%d reads of the log, %d after shutdown began: the catch-up went on", n, n-st.hold)
+	}
+	if n := len(eventFrames(fs)); n >= 200 {
+		t.Fatalf("%d events sent after shutdown began", n)
 	}
 }

@@ -39,6 +39,12 @@ func (st *sseStream) run(ctx context.Context) {
 		case stepEnded:
 			return
 		case stepMore:
+			// A stream far behind may catch up for long (the store is
+			// read a page at a time, as fast as the client reads):
+			// neither shutdown nor the token's exp waits for that.
+			if st.mustEnd() {
+				return
+			}
 			continue
 		}
 		// Caught up: what comes next is live, from memory.
@@ -58,6 +64,25 @@ func (st *sseStream) run(ctx context.Context) {
 		case <-st.sub.Ready():
 		}
 	}
+}
+
+// mustEnd ends the stream, and reports true, if the server is shutting
+// down or the stream's token has expired: between the pages of a catch-up,
+// which does not wait on the beat.
+//
+//go:noinline
+func (st *sseStream) mustEnd() bool {
+	select {
+	case <-st.s.shutdown:
+		st.endAside("reconnect", `{"reason":"shutdown"}`)
+		return true
+	default:
+	}
+	if st.s.expired(st.exp) {
+		st.endAside("reconnect", `{"reason":"token_expired"}`)
+		return true
+	}
+	return false
 }
 
 // streamClock is when a stream started and last pinged.

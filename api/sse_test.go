@@ -8,6 +8,8 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 func TestRunStreamFrames(t *testing.T) {
@@ -234,5 +236,33 @@ func TestLongPoll(t *testing.T) {
 	v.mustDo(200, "GET", "/v1/threads/t1/events?wait=100&after="+cursor, nil, "Accept", "application/json").json(&p)
 	if len(p.Events) != 0 || time.Since(start) < 90*time.Millisecond {
 		t.Fatalf("timed-out poll: %+v after %v", p, time.Since(start))
+	}
+}
+
+// A stream that keeps up gets an event as large as --max-event allows (1
+// MiB, more than a subscriber's buffer once its offset is counted) like
+// any other, without being cut slow_consumer: every reader of the thread
+// was cut, and reconnected, at each such append.
+func TestStreamTakesLargestEvent(t *testing.T) {
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	v.thread("t1")
+	run, lease := v.extRun("t1")
+	s := v.sse("GET", "/v1/threads/t1/events?after=now", nil)
+	s.next2noclose(t, 2) // :ok, connected
+	testutil.Eventually(t, 5*time.Second, "the stream's subscription", func() bool { return v.e.Hub().Stats().Subscribers == 1 })
+	big := `[{"type":"text.delta","message_id":"a1","delta":"` + strings.Repeat("x", 1<<20-200) + `"}]`
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", big, lease...)
+	for {
+		f, err := s.next()
+		if err != nil {
+			t.Fatal("the stream ended")
+		}
+		if f.event == "ping" {
+			continue
+		}
+		if f.event != "text.delta" || len(f.data) < 1<<20-200 {
+			t.Fatalf("frame %q %.100s, want the event", f.event, f.data)
+		}
+		break
 	}
 }

@@ -284,7 +284,10 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, err)
 		return
 	}
-	es, err := wc.s.e.Subscribe(wc.ctx, engine.SubscribeRequest{
+	// Bounded by SubscribeTimeout, as an SSE stream's start: the socket's
+	// frames are handled one after another, and a store that does not
+	// answer must not leave the client without one.
+	es, err := wc.s.subscribe(wc.ctx, engine.SubscribeRequest{
 		ThreadID: req.ThreadID, RunID: req.RunID, MessageID: req.MessageID, Types: req.Types, Cursor: cursor,
 	})
 	if err != nil {

@@ -285,6 +285,48 @@ func TestWSUnsubscribe(t *testing.T) {
 	w.expect("pong", "p")
 }
 
+// An id is free again as soon as its end frame is sent, whatever ended
+// the subscription: a client that subscribes again with it on reading
+// the end is not refused conflict. (The subscription's goroutine forgot
+// the id only after queueing the end, which a quick client could beat;
+// -race slows it enough to lose every run of this test.)
+func TestWSIdFreeAtEnd(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.thread("t1")
+	run := v.demoRun("t1", `{"tokens":1}`)
+	v.waitRun(run, tether.RunDone)
+	w := v.ws("")
+	for range 2000 {
+		// A finished run: the subscription ends by itself at once.
+		w.subscribe("a", "run_id", run, "after", "now")
+		w.expect("subscribed", "a")
+		if m := w.expect("end", "a"); m.Reason != "run_finished" {
+			t.Fatalf("end: %s", m.raw)
+		}
+	}
+}
+
+// A subscribe that the store does not answer within SubscribeTimeout is
+// refused unavailable, as an SSE stream ends then: the socket's frames are
+// handled one after another, so a subscribe that waited on the store for
+// as long as it took left the client without an answer, and its pings and
+// unsubscribes too.
+func TestWSStoreNeverAnswers(t *testing.T) {
+	v, h, cursor := coldThread(t, api.Options{SubscribeTimeout: 50 * time.Millisecond})
+	w := v.ws("")
+	h.hold()
+	w.subscribe("a", "thread_id", "cold", "after", string(cursor))
+	if m := w.expect("error", "a"); m.Error.Code != "unavailable" || m.Error.Message == "" {
+		t.Fatalf("subscribe while the store does not answer: %s", m.raw)
+	}
+	w.send(`{"op":"ping","id":"p"}`)
+	w.expect("pong", "p")
+	// Once the store answers, the same subscribe starts.
+	h.release()
+	w.subscribe("a", "thread_id", "cold", "after", string(cursor))
+	w.expect("subscribed", "a")
+}
+
 func TestWSErrors(t *testing.T) {
 	v := newEnv(t, api.Options{MaxSubscriptions: 3})
 	v.thread("t1")

@@ -237,13 +237,23 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 
 // end queues a subscription's end frame. It is queued even when the queue
 // is full: it is small and comes once per subscription.
+//
+// The socket forgets the id in the same step: a client may use it again as
+// soon as it reads the end, and a subscribe that finds it free has the end
+// queued before its own frames.
 func (wc *wsConn) end(sub *wsSub, reason string, resume tether.Offset) {
-	wc.out.push(wsFrame{head: []byte(jsonOf(struct {
+	f := wsFrame{head: []byte(jsonOf(struct {
 		Op     string        `json:"op"`
 		ID     string        `json:"id"`
 		Reason string        `json:"reason"`
 		Offset tether.Offset `json:"offset,omitempty"`
-	}{"end", sub.id, reason, resume}))})
+	}{"end", sub.id, reason, resume}))}
+	wc.mu.Lock()
+	wc.out.push(f)
+	if wc.subs[sub.id] == sub {
+		delete(wc.subs, sub.id)
+	}
+	wc.mu.Unlock()
 }
 
 func subscribedFrame(id string, es *engine.Subscription) []byte {

@@ -79,8 +79,9 @@
 // sees a gap, but a hub that is fed one does more store reads.
 //
 // A batch larger than the subscriber buffer (BufferEvents or BufferBytes)
-// cuts every subscriber of its thread; they resume from the store. Keep
-// batches well below the buffer.
+// is taken by a subscriber with nothing queued (it is not behind), and
+// cuts one that has records queued: what a subscriber holds is bounded by
+// its buffer or one batch, whichever is larger.
 //
 // A subscriber in catch-up counts the records published meanwhile against
 // its buffer, so one that reads a long history while the thread is busy can

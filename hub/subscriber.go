@@ -131,8 +131,17 @@ func (s *Subscriber) deliverLocked(before tether.Offset, recs []*tether.Record, 
 
 // overflows cuts s with ErrSlow if n more records of size bytes would
 // exceed its buffer. s.mu is held.
+//
+// A subscriber with nothing queued takes the batch whatever its size: it
+// is not behind, and one append larger than the buffer (an event may be as
+// large as the buffer, a batch several times that) would otherwise cut
+// every reader of the thread, however fast. The records are shared, so
+// what a subscriber holds is still bounded: its buffer, or one batch.
 func (s *Subscriber) overflows(n, size int) bool {
 	opts := &s.hub.opts
+	if len(s.queue)+len(s.pending) == 0 {
+		return false
+	}
 	if len(s.queue)+len(s.pending)+n <= opts.BufferEvents && s.qBytes+s.pBytes+size <= opts.BufferBytes {
 		return false
 	}

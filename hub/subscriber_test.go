@@ -104,6 +104,45 @@ func TestSlowSubscriber(t *testing.T) {
 	}
 }
 
+// TestBatchLargerThanBuffer: a subscriber with nothing queued takes one
+// batch larger than its buffer (it is not behind: cutting it would cut
+// every reader of the thread, however fast, at each large append); a
+// second batch while the first is unread cuts it.
+func TestBatchLargerThanBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"events", Options{BufferEvents: 10}},
+		{"bytes", Options{BufferBytes: 10 * newRecord(tether.FormatOffset(7, 1), 1).Size()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, h := newTestLog(t, tc.opts)
+			l.append("a", 1)
+			s := h.Subscribe("a", last(l.all("a")))
+			defer s.Close()
+			want := l.append("a", 25)
+			got, err := s.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameRecords(t, got, want)
+			// The next batch is taken too (the queue is empty again); one
+			// more while it is unread is over the buffer: cut, after it.
+			want = l.append("a", 25)
+			l.append("a", 1)
+			got, err = s.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameRecords(t, got, want)
+			if _, err := s.Next(context.Background()); !errors.Is(err, ErrSlow) {
+				t.Fatalf("Next after a batch came over a full queue: %v, want ErrSlow", err)
+			}
+		})
+	}
+}
+
 // TestSlowDuringCatchup cuts a subscriber whose pending records overflow
 // while it reads History.
 func TestSlowDuringCatchup(t *testing.T) {
