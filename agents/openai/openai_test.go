@@ -944,3 +944,19 @@ func TestNew(t *testing.T) {
 }
 
 const DefaultURL = openai.DefaultBaseURL
+
+// A delta over the engine's event limit that comes with the end of the
+// answer: the final append is refused, and the run must still end error
+// (agent_error) at once, not wait for its lease to run out.
+func TestHugeDeltaAtTheEnd(t *testing.T) {
+	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(content(strings.Repeat("x", 2<<20)), finish("stop"))+done)
+	})
+	s := newAgent(t, f, openai.Options{})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	if r := snap.Runs[0]; r.Status != tether.RunError || r.Error == nil || r.Error.Code != agents.AgentErrorCode {
+		t.Fatalf("run %s %+v", r.Status, r.Error)
+	}
+}
