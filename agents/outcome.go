@@ -48,7 +48,6 @@ func (s *Session) Conclude(ctx context.Context, agentErr error, cancelRequested 
 	}
 	if tether.CodeOf(err) == tether.CodeConflict {
 		// Refused, so certainly not in the log: the run is still open.
-		s.finished = false
 		if s.Finish(ctx, tether.RunCancelled, nil) == nil {
 			return nil
 		}

@@ -41,26 +41,49 @@ func (s *Session) Emit(ctx context.Context, evs ...*tether.Event) error {
 	if s.finished {
 		return ErrFinished
 	}
+	finishes := false
 	for _, ev := range evs {
 		if ev.Type == tether.EventRunFinished {
-			s.finished = true
+			finishes = true
 		}
 	}
+	// The run counts as finished from the moment its run.finished may be
+	// in the log: an append whose outcome is unknown (its context ended,
+	// the server could not answer) may have landed.
+	s.finished = finishes
 	cancel, err := s.t.Append(ctx, evs)
 	if cancel {
 		s.cancel = true
 	}
 	if err != nil {
+		if refused(err) {
+			// Certainly not in the log (an event too large or invalid, a
+			// status the run may not end with): the run is still open, and
+			// Conclude can still end it.
+			s.finished = false
+		}
 		return fmt.Errorf("emit: %w", err)
 	}
 	return nil
+}
+
+// refused reports whether an append's error means the server refused its
+// events, so that none of them is in the log.
+func refused(err error) bool {
+	switch tether.CodeOf(err) {
+	case tether.CodeBadRequest, tether.CodeTooLarge, tether.CodeConflict:
+		return true
+	}
+	return false
 }
 
 // CancelRequested reports whether a client asked to cancel the run (as of
 // the last append).
 func (s *Session) CancelRequested() bool { return s.cancel }
 
-// Finished reports whether the session has sent run.finished.
+// Finished reports whether the session has sent run.finished: the server
+// took it, or its outcome is unknown. One the server refused (an event of
+// its append too large or invalid) does not count: the run is still open.
 func (s *Session) Finished() bool { return s.finished }
 
 // NewMessageID returns a new message ID unique within the run, also across

@@ -96,3 +96,47 @@ func TestConcludeAfterALateCancel(t *testing.T) {
 		}
 	}
 }
+
+// refusing is a Transport that refuses the first append holding
+// run.finished with err, as the server refuses an event too large or
+// invalid.
+type refusing struct {
+	recorder
+	err error
+}
+
+func (r *refusing) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
+	for _, ev := range evs {
+		if ev.Type == tether.EventRunFinished && r.err != nil {
+			err := r.err
+			r.err = nil
+			return false, err
+		}
+	}
+	return r.recorder.Append(ctx, evs)
+}
+
+// A run.finished the server refused is not in the log: the session is
+// not finished, and Conclude ends the run. One whose outcome is unknown
+// may be in the log: the session counts as finished.
+func TestRefusedFinish(t *testing.T) {
+	ctx := context.Background()
+	srv := &refusing{err: tether.Errorf(tether.CodeTooLarge, "event 0 (text.delta) is too large")}
+	s := agents.NewSession(tether.Run{ID: "r", Attempt: 1}, nil, srv)
+	err := s.Emit(ctx, &tether.Event{Type: tether.EventTextDelta, MessageID: "m", Delta: "huge"}, &tether.Event{Type: tether.EventRunFinished, Status: string(tether.RunDone)})
+	if err == nil || s.Finished() {
+		t.Fatalf("refused finish: err %v, finished %v", err, s.Finished())
+	}
+	if err := s.Conclude(ctx, err, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.events); n != 1 || srv.events[0].Status != string(tether.RunError) || !s.Finished() {
+		t.Fatalf("conclude after a refused finish: %+v", srv.events)
+	}
+
+	unknown := &refusing{err: context.DeadlineExceeded}
+	s = agents.NewSession(tether.Run{ID: "r", Attempt: 1}, nil, unknown)
+	if err := s.Finish(ctx, tether.RunDone, nil); err == nil || !s.Finished() {
+		t.Fatalf("finish of unknown outcome: err %v, finished %v", err, s.Finished())
+	}
+}

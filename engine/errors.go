@@ -12,6 +12,11 @@ import (
 // errClosed is returned once the engine is closing.
 var errClosed = tether.Errorf(tether.CodeUnavailable, "the server is shutting down")
 
+// ErrClosed is the error (unavailable) of a call made once the engine is
+// closing, as opposed to one the store could not serve for now: match it
+// with errors.Is.
+var ErrClosed error = errClosed
+
 // storeErr turns a store error into one a client may see; what names the
 // object ("thread t1").
 func (e *Engine) storeErr(err error, format string, args ...any) error {

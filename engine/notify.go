@@ -42,6 +42,14 @@ func (e *Engine) onCommit(c *store.Committed) {
 		t.rmu.Unlock()
 	}
 	e.hub.Publish(c.ThreadID, c.Before, c.Records)
+	for _, ev := range c.Events {
+		if ev.Type == tether.EventRunFinished {
+			// A pending run cancelled, or a lost worker's run aborted
+			// before its reclaim: out of line at once, so that the runs
+			// behind it move up and it is no longer counted as queued.
+			e.queue.remove(ev.RunID)
+		}
+	}
 	for _, r := range next {
 		e.queue.push(r.Agent, r.ID, r.ThreadID)
 	}

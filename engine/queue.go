@@ -101,6 +101,29 @@ func (q *runQueue) pop(agents []string) (queuedRun, bool, <-chan struct{}) {
 	return r, true, q.wake
 }
 
+// remove takes a run out of line (it finished while queued). A run not
+// queued costs a map lookup.
+func (q *runQueue) remove(runID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.queued[runID] {
+		return
+	}
+	delete(q.queued, runID)
+	for agent, l := range q.runs {
+		i := slices.IndexFunc(l, func(r queuedRun) bool { return r.runID == runID })
+		if i < 0 {
+			continue
+		}
+		if len(l) == 1 {
+			delete(q.runs, agent)
+		} else {
+			q.runs[agent] = slices.Delete(l, i, i+1)
+		}
+		return
+	}
+}
+
 // len returns the number of queued runs for an agent.
 func (q *runQueue) len(agent string) int {
 	q.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/agui/mapping"
+	"github.com/tetherhq/tether/internal/idle"
 )
 
 // Options configure an agent. URL is required.
@@ -27,10 +28,20 @@ type Options struct {
 	// timeout (runs stream for minutes) and a 30s timeout for the
 	// response headers.
 	HTTPClient *http.Client
+	// IdleTimeout is how long the upstream may send nothing at all (not a
+	// byte: SSE comments count) once it answered, before the request is
+	// closed and the run ends error (upstream_disconnected). Defaults to
+	// DefaultIdleTimeout; a negative value means no bound.
+	IdleTimeout time.Duration
 	// Logger receives a warning for each run that fails upstream (the
 	// status, never the body). Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultIdleTimeout is the default Options.IdleTimeout: 10 minutes, the
+// read timeout of OpenAI's own SDKs, long enough for a model that thinks
+// for minutes behind an agent that sends nothing meanwhile.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // headerTimeout bounds the wait for the upstream's response headers.
 const headerTimeout = 30 * time.Second
@@ -65,6 +76,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if a.log == nil {
 		a.log = slog.Default()
+	}
+	if a.opts.IdleTimeout == 0 {
+		a.opts.IdleTimeout = DefaultIdleTimeout
 	}
 	return a, nil
 }
@@ -113,7 +127,8 @@ func (a *Agent) Run(ctx context.Context, s *agents.Session) error {
 // stream sends one request upstream and appends what it streams back,
 // until its run ends (RUN_FINISHED, RUN_ERROR) or the stream does.
 func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper, body []byte) *failure {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.opts.URL, bytes.NewReader(body))
 	if err != nil {
@@ -134,13 +149,16 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 		return fail(CodeUpstreamError, "The AG-UI agent did not answer with an event stream.", fmt.Errorf("content type %q", mt))
 	}
 
+	rbody := idle.New(res.Body, a.opts.IdleTimeout, cancelCause)
+	defer rbody.Stop()
+
 	// The reader maps events as they come; the loop below appends them,
 	// all that came during the previous append in one.
 	batches := make(chan []*tether.Event, 64)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		readErr <- frames(res.Body, func(data []byte) error {
+		readErr <- frames(rbody, func(data []byte) error {
 			evs, err := m.Event(data)
 			if err != nil {
 				return err
@@ -164,6 +182,9 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 			cancel()
 			for range batches {
 			}
+			if errors.Is(context.Cause(ctx), idle.ErrTimeout) {
+				return a.silent(err)
+			}
 			if ctx.Err() != nil {
 				return nil // cancelled: the caller ends the run
 			}
@@ -174,6 +195,8 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 	switch {
 	case errors.Is(err, errEnded):
 		return nil
+	case errors.Is(context.Cause(ctx), idle.ErrTimeout):
+		return a.silent(err)
 	case ctx.Err() != nil:
 		return nil // cancelled: the caller ends the run
 	case mapping.IsMalformed(err):
@@ -184,6 +207,12 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 		return fail(CodeUpstreamDisconnected, "The connection to the AG-UI agent dropped before the run finished.", err)
 	}
 	return fail(CodeUpstreamDisconnected, "The AG-UI agent's stream ended before the run finished.", errors.New("no RUN_FINISHED"))
+}
+
+// silent is the failure of an upstream that sent nothing for the idle
+// timeout.
+func (a *Agent) silent(cause error) *failure {
+	return fail(CodeUpstreamDisconnected, fmt.Sprintf("The AG-UI agent sent nothing for %s; the request was closed.", a.opts.IdleTimeout), cause)
 }
 
 // errEnded stops the reader once the upstream run ended: what follows is

@@ -92,7 +92,14 @@ type world struct {
 
 func newWorld(t testing.TB, url string) *world {
 	t.Helper()
-	a, err := agui.New(agui.Options{URL: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return newWorldWith(t, agui.Options{URL: url})
+}
+
+// newWorldWith is newWorld with an agent of the given options.
+func newWorldWith(t testing.TB, opts agui.Options) *world {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := agui.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,5 +456,32 @@ func TestRequestCarriesTheThread(t *testing.T) {
 		if !strings.Contains(strings.ReplaceAll(string(msgs), `"id":"msg_`, `"id":"msg_`), strings.TrimSuffix(strings.TrimPrefix(want, "{"), "}")) {
 			t.Errorf("messages %s\nlack %s", msgs, want)
 		}
+	}
+}
+
+// An upstream that keeps its connection open and sends nothing must not
+// hold the run forever: past the idle timeout the request is closed and
+// the run ends error (upstream_disconnected), what was streamed kept.
+func TestSilentUpstream(t *testing.T) {
+	closed := make(chan struct{})
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\"}\n\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"a\"}\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(closed)
+	})
+	w := newWorldWith(t, agui.Options{URL: u.URL, IdleTimeout: 200 * time.Millisecond})
+	snap := w.wait(t, w.start(t, "", "hi"))
+	if r := snap.Runs[0]; r.Status != tether.RunError || r.Error == nil || r.Error.Code != agui.CodeUpstreamDisconnected || !strings.Contains(r.Error.Message, "sent nothing") {
+		t.Fatalf("run %s %+v", r.Status, r.Error)
+	}
+	if answer(snap) != "a" {
+		t.Fatalf("answer %q", answer(snap))
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request is still open")
 	}
 }

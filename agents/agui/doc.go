@@ -24,6 +24,10 @@
 // quoted (protocol §1); a RUN_ERROR's own message is, since an AG-UI agent
 // writes it for its front end.
 //
+// An upstream that sends nothing at all (not a byte) for
+// Options.IdleTimeout (10 minutes) has its request closed, and the run
+// ends error (upstream_disconnected).
+//
 // Cancelling a run closes the upstream request; an AG-UI agent has no
 // other way to be told. A server restart aborts the run, as for every
 // in-process agent: the upstream request is gone with the process.

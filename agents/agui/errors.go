@@ -17,7 +17,8 @@ const (
 	// be reached, did not stream AG-UI, or sent an event that breaks AG-UI.
 	CodeUpstreamError = "upstream_error"
 	// CodeUpstreamDisconnected: the stream ended before RUN_FINISHED or
-	// RUN_ERROR. What was streamed stays in the run.
+	// RUN_ERROR, or the upstream sent nothing for Options.IdleTimeout.
+	// What was streamed stays in the run.
 	CodeUpstreamDisconnected = "upstream_disconnected"
 )
 

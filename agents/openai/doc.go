@@ -77,7 +77,9 @@
 //     reported inside the stream, a chunk that is not valid JSON, or a
 //     JSON answer instead of a stream;
 //   - upstream_disconnected: the stream ended with neither data: [DONE] nor
-//     a finish_reason. What was streamed stays in the message.
+//     a finish_reason, or the provider sent nothing (not a byte) for
+//     Options.IdleTimeout (10 minutes; not retried). What was streamed
+//     stays in the message.
 //
 // Error messages name the HTTP status at most ("The model provider answered
 // HTTP 500."), never the provider's body; the log gets the status and the
@@ -105,9 +107,12 @@
 // holds them back until the model's first token can hit that with slow
 // models (pass an HTTPClient with a longer ResponseHeaderTimeout).
 //
-// There is no overall timeout: a provider that keeps the connection open
-// and sends nothing holds the run until it is cancelled (reasoning models
-// can be silent for minutes, so an idle timeout would have to be long).
+// There is no overall timeout (answers stream for minutes), only the idle
+// one: a provider that keeps the connection open and sends nothing holds
+// the run, and its place in the runner, for up to Options.IdleTimeout. Its
+// default, 10 minutes, is the read timeout of OpenAI's own SDKs: reasoning
+// models can think for minutes before their first token, and most
+// providers send nothing meanwhile.
 //
 // Events are never sent twice: a batch whose append fails is dropped. An
 // append that fails ends the run (agent_error), except when the run's

@@ -23,8 +23,9 @@ const (
 	// something that is not a chat completion stream.
 	CodeUpstreamError = "upstream_error"
 	// CodeUpstreamDisconnected: the stream ended before the provider said
-	// the answer was complete. What was streamed stays in the message,
-	// which ends error.
+	// the answer was complete, or the provider sent nothing for
+	// Options.IdleTimeout. What was streamed stays in the message, which
+	// ends error.
 	CodeUpstreamDisconnected = "upstream_disconnected"
 )
 
@@ -77,6 +78,15 @@ func disconnected(cause error) *failure {
 		info:  tether.ErrorInfo{Code: CodeUpstreamDisconnected, Message: "The connection to the model provider dropped before the answer was complete."},
 		retry: true,
 		cause: cause,
+	}
+}
+
+// silent is the failure of a provider that sent nothing for d. It is not
+// retried: a provider stuck that long is not worth another such wait.
+func silent(d time.Duration) *failure {
+	return &failure{
+		info:  tether.ErrorInfo{Code: CodeUpstreamDisconnected, Message: fmt.Sprintf("The model provider sent nothing for %s; the request was abandoned.", d)},
+		cause: fmt.Errorf("no data for %s", d),
 	}
 }
 

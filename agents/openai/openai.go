@@ -15,6 +15,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
+	"github.com/tetherhq/tether/internal/idle"
 )
 
 // Name is the agent's name.
@@ -53,11 +54,23 @@ type Options struct {
 	// a fast model does not cost an append per token. Defaults to 50ms; a
 	// negative value appends the events of each chunk at once.
 	FlushInterval time.Duration
+	// IdleTimeout is how long the provider may send nothing at all (not a
+	// byte: keep-alive comments count) once it answered, before the
+	// request is abandoned and the run ends error (upstream_disconnected,
+	// not retried). Defaults to DefaultIdleTimeout; a negative value means
+	// no bound.
+	IdleTimeout time.Duration
 	// Logger receives a warning for each failed request (status, the
 	// provider's error type, never its message or the key). Defaults to
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultIdleTimeout is the default Options.IdleTimeout: 10 minutes, the
+// read timeout of OpenAI's own SDKs. Reasoning models can think for
+// minutes before their first token, and most providers send nothing
+// meanwhile, so a tighter bound would fail runs that were going well.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // Defaults and limits of Options.
 const (
@@ -115,6 +128,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.FlushInterval == 0 {
 		opts.FlushInterval = defaultFlushInterval
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -212,21 +228,23 @@ type item struct {
 // attempt sends the request and streams the answer. It returns nil once
 // the run is finished done, a *failure, ctx's error, or an append's error.
 func (st *stream) attempt(ctx context.Context, body []byte) error {
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	resp, err := st.a.send(rctx, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	rbody := idle.New(resp.Body, st.a.opts.IdleTimeout, cancel)
+	defer rbody.Stop()
 
 	// The body is read by its own goroutine so that deltas are appended
 	// on time while the provider is silent.
 	items := make(chan item)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer cancel() // unblocks the reader before the Wait
-	wg.Go(func() { read(rctx, resp.Body, items) })
+	defer cancel(nil) // unblocks the reader before the Wait
+	wg.Go(func() { read(rctx, rbody, items) })
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -239,6 +257,8 @@ func (st *stream) attempt(ctx context.Context, body []byte) error {
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
+			case it.err != nil && errors.Is(context.Cause(rctx), idle.ErrTimeout):
+				return silent(st.a.opts.IdleTimeout)
 			case it.done, it.err != nil && !bad && st.ans.complete():
 				// After a finish_reason only the usage can be missing.
 				return st.complete(ctx)
@@ -271,8 +291,12 @@ func (st *stream) attempt(ctx context.Context, body []byte) error {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-rctx.Done():
+			// The reader may have stopped without handing over its error.
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return silent(st.a.opts.IdleTimeout)
 		}
 	}
 }

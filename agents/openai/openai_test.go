@@ -944,3 +944,46 @@ func TestNew(t *testing.T) {
 }
 
 const DefaultURL = openai.DefaultBaseURL
+
+// A delta over the engine's event limit that comes with the end of the
+// answer: the final append is refused, and the run must still end error
+// (agent_error) at once, not wait for its lease to run out.
+func TestHugeDeltaAtTheEnd(t *testing.T) {
+	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(content(strings.Repeat("x", 2<<20)), finish("stop"))+done)
+	})
+	s := newAgent(t, f, openai.Options{})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	if r := snap.Runs[0]; r.Status != tether.RunError || r.Error == nil || r.Error.Code != agents.AgentErrorCode {
+		t.Fatalf("run %s %+v", r.Status, r.Error)
+	}
+}
+
+// A provider that answers, then keeps the connection open and sends
+// nothing, must not hold the run forever: past the idle timeout the
+// request is abandoned and the run ends error, what was streamed kept.
+func TestSilentProvider(t *testing.T) {
+	gone := make(chan struct{})
+	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		streamSSE(w, ": keep-alive\n\n"+sse(content("partial")))
+		<-r.Context().Done()
+		close(gone)
+	})
+	s := newAgent(t, f, openai.Options{IdleTimeout: 200 * time.Millisecond})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	wantError(t, snap, openai.CodeUpstreamDisconnected, "sent nothing")
+	if m := answer(t, snap); m.Status != tether.MessageError || text(m) != "partial" {
+		t.Fatalf("answer %+v", m)
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request to the provider was not abandoned")
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("%d requests: a silent provider was asked again", n)
+	}
+}

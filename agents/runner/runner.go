@@ -123,6 +123,7 @@ func (r *Runner) claimLoop() {
 	defer r.loop.Done()
 	sem := make(chan struct{}, r.opts.Concurrency)
 	worker := "inproc@" + r.e.NodeID()
+	pause := time.Duration(0)
 	for {
 		select {
 		case sem <- struct{}{}:
@@ -140,14 +141,23 @@ func (r *Runner) claimLoop() {
 				return
 			}
 			if err != nil {
-				if tether.CodeOf(err) == tether.CodeUnavailable {
+				if errors.Is(err, engine.ErrClosed) {
 					return
 				}
-				r.log.Error("claim", "err", err)
-				time.Sleep(100 * time.Millisecond)
+				// The store may be unavailable for a while (a JetStream
+				// cluster without quorum): keep trying, less often, so
+				// that runs start again once it is back.
+				pause = min(max(2*pause, claimPause), maxClaimPause)
+				r.log.Error("claim", "err", err, "retry_in", pause)
+				select {
+				case <-time.After(pause):
+				case <-r.ctx.Done():
+					return
+				}
 			}
 			continue
 		}
+		pause = 0
 		r.active.Add(1)
 		go func() {
 			defer func() { <-sem; r.active.Done() }()
@@ -155,6 +165,12 @@ func (r *Runner) claimLoop() {
 		}()
 	}
 }
+
+// Pauses after a failed claim: the first, and the most they grow to.
+const (
+	claimPause    = 100 * time.Millisecond
+	maxClaimPause = 5 * time.Second
+)
 
 // execute runs one claimed run to its end.
 func (r *Runner) execute(c *engine.Claim) {
