@@ -68,11 +68,13 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, client: opts.HTTPClient, log: opts.Logger}
 	if a.client == nil {
-		a.client = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			ResponseHeaderTimeout: headerTimeout,
-			MaxIdleConnsPerHost:   16,
-		}}
+		// Go's default transport (its dial and TLS handshake timeouts, the
+		// proxy from the environment, HTTP/2) with a bound on the wait for
+		// the headers and more idle connections to the one upstream.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = headerTimeout
+		tr.MaxIdleConnsPerHost = 16
+		a.client = &http.Client{Transport: tr}
 	}
 	if a.log == nil {
 		a.log = slog.Default()
