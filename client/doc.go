@@ -32,10 +32,11 @@
 //
 // Errors from the server are *tether.Error values with the server's code,
 // so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them. An
-// answer that is not the protocol's (a proxy's page instead of an error
-// body, or a 2xx whose body is not the JSON expected: empty, cut short,
-// HTML) is a *tether.Error with code internal, and its body is never in the
-// message.
+// error answer that is not the protocol's (a proxy's page instead of an
+// error body) has the code its status means (404 not_found, 503
+// unavailable, …; internal for a status without one), and a 2xx whose body
+// is not the JSON expected (empty, cut short, HTML) code internal; the
+// body is never in the message.
 //
 // # Tokens
 //

@@ -25,9 +25,36 @@ func responseError(resp *http.Response) *tether.Error {
 		return &tether.Error{Code: tether.Code(e.Code), Message: e.Message}
 	}
 	return &tether.Error{
-		Code:    tether.CodeInternal,
+		Code:    codeForStatus(resp.StatusCode),
 		Message: fmt.Sprintf("server answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
 	}
+}
+
+// codeForStatus is the code of an error answer whose body is not the
+// protocol's (a proxy's page): the one the server gives with that status,
+// as the TypeScript and Python clients read it; internal for any other.
+func codeForStatus(status int) tether.Code {
+	switch status {
+	case http.StatusBadRequest:
+		return tether.CodeBadRequest
+	case http.StatusUnauthorized:
+		return tether.CodeUnauthorized
+	case http.StatusForbidden:
+		return tether.CodeForbidden
+	case http.StatusNotFound:
+		return tether.CodeNotFound
+	case http.StatusConflict:
+		return tether.CodeConflict
+	case http.StatusGone:
+		return tether.CodeGone
+	case http.StatusRequestEntityTooLarge:
+		return tether.CodeTooLarge
+	case http.StatusTooManyRequests:
+		return tether.CodeRateLimited
+	case http.StatusServiceUnavailable:
+		return tether.CodeUnavailable
+	}
+	return tether.CodeInternal
 }
 
 // badAnswer is the error of a 2xx answer whose body is not the JSON the

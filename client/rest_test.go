@@ -297,8 +297,8 @@ func TestErrorDecoding(t *testing.T) {
 		{"protocol error", 404, `{"error":{"code":"not_found","message":"thread t1 not found"}}`, tether.CodeNotFound, "thread t1 not found", 1},
 		{"unknown code kept", 418, `{"error":{"code":"teapot","message":"short and stout"}}`, "teapot", "short and stout", 1},
 		{"proxy page", 502, `<html>upstream db01.internal:5432 refused</html>`, tether.CodeInternal, "server answered 502 Bad Gateway", 1 + maxRetries},
-		{"other JSON", 400, `{"message":"secret detail"}`, tether.CodeInternal, "server answered 400 Bad Request", 1},
-		{"empty", 401, ``, tether.CodeInternal, "server answered 401 Unauthorized", 1},
+		{"other JSON", 400, `{"message":"secret detail"}`, tether.CodeBadRequest, "server answered 400 Bad Request", 1},
+		{"empty", 401, ``, tether.CodeUnauthorized, "server answered 401 Unauthorized", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,5 +379,28 @@ func TestUndecodableAnswer(t *testing.T) {
 				t.Errorf("%d requests, want 1", n)
 			}
 		})
+	}
+}
+
+// TestErrorAnswerNotOfTheProtocol: an error answer whose body is not the
+// protocol's (a proxy's page) has the code its status means, as in the
+// TypeScript and Python clients; it was internal whatever the status.
+func TestErrorAnswerNotOfTheProtocol(t *testing.T) {
+	for status, want := range map[int]tether.Code{
+		http.StatusBadRequest: tether.CodeBadRequest, http.StatusUnauthorized: tether.CodeUnauthorized,
+		http.StatusForbidden: tether.CodeForbidden, http.StatusNotFound: tether.CodeNotFound,
+		http.StatusConflict: tether.CodeConflict, http.StatusGone: tether.CodeGone,
+		http.StatusRequestEntityTooLarge: tether.CodeTooLarge, http.StatusTeapot: tether.CodeInternal,
+	} {
+		c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, `<html>db01.internal</html>`)
+		})
+		_, err := c.CreateThread(context.Background(), "t1", nil)
+		var te *tether.Error
+		if !errors.As(err, &te) || te.Code != want || strings.Contains(te.Message, "db01") {
+			t.Errorf("%d: err = %v, want a *tether.Error with code %s and no body", status, err, want)
+		}
 	}
 }
