@@ -223,6 +223,12 @@ func (st *aguiWriter) run(ctx context.Context) {
 			if !st.send() {
 				return
 			}
+			// A stream far behind may catch up for long: neither
+			// shutdown nor the token's exp waits for that (endDue).
+			if s.endDue(st.exp) != "" {
+				st.cut()
+				return
+			}
 			continue
 		}
 		if st.unwatch != nil {

@@ -72,17 +72,12 @@ func (st *sseStream) run(ctx context.Context) {
 //
 //go:noinline
 func (st *sseStream) mustEnd() bool {
-	select {
-	case <-st.s.shutdown:
-		st.endAside("reconnect", `{"reason":"shutdown"}`)
-		return true
-	default:
+	why := st.s.endDue(st.exp)
+	if why == "" {
+		return false
 	}
-	if st.s.expired(st.exp) {
-		st.endAside("reconnect", `{"reason":"token_expired"}`)
-		return true
-	}
-	return false
+	st.endAside("reconnect", `{"reason":"`+why+`"}`)
+	return true
 }
 
 // streamClock is when a stream started and last pinged.
