@@ -397,7 +397,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			}
 			// A stream far behind may catch up for long: neither
 			// shutdown nor the token's exp waits for that (endDue).
-			switch s.endDue(exp) {
+			switch s.endDue(time.Time{}, exp) {
 			case endShutdown:
 				return
 			case endExpired:

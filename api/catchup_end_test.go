@@ -104,3 +104,45 @@ func TestForeignStreamsEndInCatchUp(t *testing.T) {
 		}
 	}
 }
+
+// A stream that always has records ready still ends at
+// --max-stream-lifetime: the loops of the Tether and AG-UI streams looked
+// at the lifetime only on a beat, which a stream never waits for while
+// the next records are ready, so a stream following a thread appended to
+// without pause, or catching up from far behind, was never ended and
+// rebalanced. A catch-up is the stream with records always ready that a
+// test can make without timing: 200 events in the store, read 8 at a
+// time, and a lifetime (1ns) already over at the first page, which the
+// stream sends before it ends (so a stream always makes progress).
+func TestBusyStreamEndsAtMaxLifetime(t *testing.T) {
+	for _, c := range []struct{ name, path string }{
+		{"sse", "/v1/threads/t1/events?after=-1"},
+		{"ag-ui", "/v1/ag-ui/threads/t1/events?after=-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eopts := engine.Options{}
+			eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+			eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+			v := newEnvEngine(t, api.Options{MaxStreamLifetime: time.Nanosecond}, eopts)
+			v.thread("t1")
+			run, lease := v.extRun("t1")
+			delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+
+			s := v.sse("GET", c.path, nil)
+			body, err := io.ReadAll(s.res.Body)
+			if n := strings.Count(string(body), `"delta":"x"`); n >= 190 {
+				t.Fatalf("%d deltas sent past the stream's lifetime", n)
+			}
+			if c.name == "ag-ui" {
+				if err == nil {
+					t.Fatal("the AG-UI stream ended cleanly, want a reset")
+				}
+				return
+			}
+			if !strings.HasSuffix(string(body), "event: reconnect\ndata: {\"reason\":\"max_lifetime\"}\n\n") {
+				t.Fatalf("the stream ended with %q, want reconnect max_lifetime", body[max(len(body)-100, 0):])
+			}
+		})
+	}
+}

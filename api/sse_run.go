@@ -40,9 +40,11 @@ func (st *sseStream) run(ctx context.Context) {
 			return
 		case stepMore:
 			// A stream far behind may catch up for long (the store is
-			// read a page at a time, as fast as the client reads):
-			// neither shutdown nor the token's exp waits for that.
-			if st.mustEnd() {
+			// read a page at a time, as fast as the client reads), and
+			// one whose thread is appended to without pause may never
+			// wait: neither shutdown, its lifetime nor the token's exp
+			// waits for the beat (endDue).
+			if st.mustEnd(clock.started) {
 				return
 			}
 			continue
@@ -67,12 +69,12 @@ func (st *sseStream) run(ctx context.Context) {
 }
 
 // mustEnd ends the stream, and reports true, if the server is shutting
-// down or the stream's token has expired: between the pages of a catch-up,
-// which does not wait on the beat.
+// down, the stream's lifetime is over or its token has expired: between
+// writes of what was ready, which do not wait on the beat.
 //
 //go:noinline
-func (st *sseStream) mustEnd() bool {
-	why := st.s.endDue(st.exp)
+func (st *sseStream) mustEnd(started time.Time) bool {
+	why := st.s.endDue(started, st.exp)
 	if why == "" {
 		return false
 	}
@@ -155,16 +157,10 @@ func (st *sseStream) goLive(ctx *context.Context) bool {
 //
 //go:noinline
 func (st *sseStream) onBeat(c *streamClock) bool {
-	s := st.s
-	now := time.Now()
-	switch {
-	case now.Sub(c.started) >= s.opts.MaxStreamLifetime:
-		st.endAside("reconnect", `{"reason":"max_lifetime"}`)
+	if st.mustEnd(c.started) {
 		return false
-	case s.expired(st.exp):
-		st.endAside("reconnect", `{"reason":"token_expired"}`)
-		return false
-	case s.beat.pingDue(&c.pinged, now):
+	}
+	if st.s.beat.pingDue(&c.pinged, time.Now()) {
 		return st.pingAside()
 	}
 	return true

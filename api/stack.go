@@ -53,19 +53,25 @@ const (
 // shutdown ends cleanly).
 const (
 	endShutdown = "shutdown"
+	endLifetime = "max_lifetime"
 	endExpired  = "token_expired"
 )
 
-// endDue reports why a stream opened with a token of this exp (zero:
+// endDue reports why a stream started at started (zero: a stream without
+// a lifetime, the AI SDK's) and opened with a token of this exp (zero:
 // none) must end now, or "". Every stream's loop asks on its beat and
 // after each write of what was ready: a stream that always has records
-// ready (catching up from far behind, or read slowly) does not wait on the
-// beat, and must not outlive shutdown or its token for that.
-func (s *Server) endDue(exp time.Time) string {
+// ready (a thread appended to without pause, a catch-up from far behind,
+// a client that reads slowly) does not wait on the beat, and must not
+// outlive shutdown, its lifetime or its token for that.
+func (s *Server) endDue(started, exp time.Time) string {
 	select {
 	case <-s.shutdown:
 		return endShutdown
 	default:
+	}
+	if !started.IsZero() && time.Since(started) >= s.opts.MaxStreamLifetime {
+		return endLifetime
 	}
 	if s.expired(exp) {
 		return endExpired
