@@ -108,6 +108,7 @@ func (st *sseStream) catchUp(ctx context.Context) int {
 			st.f.event("end", "", `{"reason":"thread_deleted"}`)
 		case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
 			s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
+			st.readFailed(err)
 		}
 		st.send()
 		return stepEnded
