@@ -223,6 +223,14 @@ func (st *aguiWriter) run(ctx context.Context) {
 			if !st.send() {
 				return
 			}
+			// A stream far behind may catch up for long, and one whose
+			// thread is appended to without pause may never wait:
+			// neither shutdown, its lifetime nor the token's exp waits
+			// for the beat (endDue).
+			if s.endDue(started, st.exp) != "" {
+				st.cut()
+				return
+			}
 			continue
 		}
 		if st.unwatch != nil {
@@ -236,12 +244,11 @@ func (st *aguiWriter) run(ctx context.Context) {
 			st.cut()
 			return
 		case <-s.beat.next():
-			now := time.Now()
-			if now.Sub(started) >= s.opts.MaxStreamLifetime || s.expired(st.exp) {
+			if s.endDue(started, st.exp) != "" {
 				st.cut()
 				return
 			}
-			if s.beat.pingDue(&pinged, now) {
+			if s.beat.pingDue(&pinged, time.Now()) {
 				st.f.add(pingComment)
 				if !st.send() {
 					return

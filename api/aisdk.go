@@ -395,6 +395,14 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			if !flush() {
 				return
 			}
+			// A stream far behind may catch up for long: neither
+			// shutdown nor the token's exp waits for that (endDue).
+			switch s.endDue(time.Time{}, exp) {
+			case endShutdown:
+				return
+			case endExpired:
+				panic(http.ErrAbortHandler) // as on the beat, below
+			}
 			continue
 		}
 		select {

@@ -95,25 +95,14 @@ func (st *sseStream) open(ctx context.Context, req engine.SubscribeRequest) bool
 // unknown thread, run or message) with end, reason error, after which
 // clients stop, as after a 404.
 func (st *sseStream) fail(ctx context.Context, err error) {
-	var te *tether.Error
-	if !errors.As(err, &te) {
-		switch {
-		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-			return // the client left
-		case errors.Is(err, context.DeadlineExceeded):
-			te = tether.Wrap(err, tether.CodeUnavailable, "the request timed out; retry")
-		default:
-			te = tether.Wrap(err, tether.CodeInternal, "internal error")
-		}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return // the client left
 	}
+	te := streamError(err)
 	if statusOf(te.Code) >= 500 {
 		st.s.log.Error("stream failed to start", "err", err, "request_id", st.reqID)
 	}
-	msg := te.Message
-	if msg == "" {
-		msg = string(te.Code)
-	}
-	info := tether.ErrorInfo{Code: string(te.Code), Message: msg}
+	info := errorInfo(te)
 	switch te.Code {
 	case tether.CodeUnavailable:
 		st.f.event("reconnect", "", jsonOf(failed{Reason: "unavailable", Error: info}))
@@ -123,6 +112,45 @@ func (st *sseStream) fail(ctx context.Context, err error) {
 		st.f.event("end", "", jsonOf(failed{Reason: "error", Error: info}))
 	}
 	st.send()
+}
+
+// readFailed queues the frame that ends a stream whose read of the log
+// failed after it started: reconnect, with the error body, as for a
+// stream that could not start (unavailable: the store did not answer;
+// error: anything else, logged), so that the client resumes at once from
+// its last id. Whatever the error, the stream's cursor is good: never end.
+func (st *sseStream) readFailed(err error) {
+	te := streamError(err)
+	reason := "error"
+	if te.Code == tether.CodeUnavailable {
+		reason = "unavailable"
+	}
+	st.f.event("reconnect", "", jsonOf(failed{Reason: reason, Error: errorInfo(te)}))
+}
+
+// streamError is what a stream tells its client of err: a Tether error
+// as it is, a timeout as unavailable, anything else (a store's own
+// error, whose text stays in the server's log) as internal.
+func streamError(err error) *tether.Error {
+	var te *tether.Error
+	switch {
+	case errors.As(err, &te):
+		return te
+	case errors.Is(err, context.DeadlineExceeded):
+		return tether.Wrap(err, tether.CodeUnavailable, "the request timed out; retry")
+	default:
+		return tether.Wrap(err, tether.CodeInternal, "internal error")
+	}
+}
+
+// errorInfo is te as a frame's error: its message, or its code if it has
+// none.
+func errorInfo(te *tether.Error) tether.ErrorInfo {
+	msg := te.Message
+	if msg == "" {
+		msg = string(te.Code)
+	}
+	return tether.ErrorInfo{Code: string(te.Code), Message: msg}
 }
 
 // failed is the data of the frame that ends a stream that could not start.

@@ -40,9 +40,11 @@ func (st *sseStream) run(ctx context.Context) {
 			return
 		case stepMore:
 			// A stream far behind may catch up for long (the store is
-			// read a page at a time, as fast as the client reads):
-			// neither shutdown nor the token's exp waits for that.
-			if st.mustEnd() {
+			// read a page at a time, as fast as the client reads), and
+			// one whose thread is appended to without pause may never
+			// wait: neither shutdown, its lifetime nor the token's exp
+			// waits for the beat (endDue).
+			if st.mustEnd(clock.started) {
 				return
 			}
 			continue
@@ -67,22 +69,17 @@ func (st *sseStream) run(ctx context.Context) {
 }
 
 // mustEnd ends the stream, and reports true, if the server is shutting
-// down or the stream's token has expired: between the pages of a catch-up,
-// which does not wait on the beat.
+// down, the stream's lifetime is over or its token has expired: between
+// writes of what was ready, which do not wait on the beat.
 //
 //go:noinline
-func (st *sseStream) mustEnd() bool {
-	select {
-	case <-st.s.shutdown:
-		st.endAside("reconnect", `{"reason":"shutdown"}`)
-		return true
-	default:
+func (st *sseStream) mustEnd(started time.Time) bool {
+	why := st.s.endDue(started, st.exp)
+	if why == "" {
+		return false
 	}
-	if st.s.expired(st.exp) {
-		st.endAside("reconnect", `{"reason":"token_expired"}`)
-		return true
-	}
-	return false
+	st.endAside("reconnect", `{"reason":"`+why+`"}`)
+	return true
 }
 
 // streamClock is when a stream started and last pinged.
@@ -111,6 +108,7 @@ func (st *sseStream) catchUp(ctx context.Context) int {
 			st.f.event("end", "", `{"reason":"thread_deleted"}`)
 		case !errors.Is(err, hub.ErrClosed) && ctx.Err() == nil:
 			s.log.Warn("stream ended", "thread", sub.ThreadID, "err", err, "request_id", st.reqID)
+			st.readFailed(err)
 		}
 		st.send()
 		return stepEnded
@@ -160,16 +158,10 @@ func (st *sseStream) goLive(ctx *context.Context) bool {
 //
 //go:noinline
 func (st *sseStream) onBeat(c *streamClock) bool {
-	s := st.s
-	now := time.Now()
-	switch {
-	case now.Sub(c.started) >= s.opts.MaxStreamLifetime:
-		st.endAside("reconnect", `{"reason":"max_lifetime"}`)
+	if st.mustEnd(c.started) {
 		return false
-	case s.expired(st.exp):
-		st.endAside("reconnect", `{"reason":"token_expired"}`)
-		return false
-	case s.beat.pingDue(&c.pinged, now):
+	}
+	if st.s.beat.pingDue(&c.pinged, time.Now()) {
 		return st.pingAside()
 	}
 	return true

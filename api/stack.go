@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 )
 
 // aside runs f on a goroutine of its own and returns once f has, reporting
@@ -45,3 +46,35 @@ const (
 	stepMore            // records were written or queued: look again
 	stepEnded           // the stream or subscription ended
 )
+
+// Why a stream's loop ends on its own, whatever the stream serves: the
+// reason of a Tether stream's reconnect frame. Other surfaces end in their
+// own way (an AG-UI stream is reset, an AI SDK stream is aborted, or at
+// shutdown ends cleanly).
+const (
+	endShutdown = "shutdown"
+	endLifetime = "max_lifetime"
+	endExpired  = "token_expired"
+)
+
+// endDue reports why a stream started at started (zero: a stream without
+// a lifetime, the AI SDK's) and opened with a token of this exp (zero:
+// none) must end now, or "". Every stream's loop asks on its beat and
+// after each write of what was ready: a stream that always has records
+// ready (a thread appended to without pause, a catch-up from far behind,
+// a client that reads slowly) does not wait on the beat, and must not
+// outlive shutdown, its lifetime or its token for that.
+func (s *Server) endDue(started, exp time.Time) string {
+	select {
+	case <-s.shutdown:
+		return endShutdown
+	default:
+	}
+	if !started.IsZero() && time.Since(started) >= s.opts.MaxStreamLifetime {
+		return endLifetime
+	}
+	if s.expired(exp) {
+		return endExpired
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package api_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+)
+
+// An AG-UI or AI SDK stream catching up from the store ends at shutdown,
+// or at its token's exp, rather than after the rest of the log, as a
+// Tether SSE stream does (TestShutdownEndsStreamInCatchUp,
+// TestSSEEndsAtTokenExpiryInCatchUp): their loops looked for either only
+// once caught up, so a stream far behind, or read slowly, held the
+// server's shutdown, or read the thread past its token's end, for as long
+// as its catch-up took. Each ends as its clients expect: the AG-UI stream
+// is reset, the AI SDK's ends cleanly at shutdown and is aborted at exp.
+func TestForeignStreamsEndInCatchUp(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// path of the stream; {rid} is the run, {after} the offset of
+		// the run's message.started.
+		path string
+		// clean: the stream ends cleanly (else it is reset or aborted).
+		clean func(shutdown bool) bool
+	}{
+		{"ag-ui", "/v1/ag-ui/threads/tA/events?after=-1", func(bool) bool { return false }},
+		{"ai-sdk", "/v1/ai-sdk/ext/chat/tA/stream?run_id={rid}&after={after}", func(shutdown bool) bool { return shutdown }},
+	} {
+		for _, shutdown := range []bool{true, false} {
+			name := c.name + "/expiry"
+			if shutdown {
+				name = c.name + "/shutdown"
+			}
+			t.Run(name, func(t *testing.T) {
+				var clk clock
+				st := &heldReadStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
+				eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
+				eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+				eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+				v := newEnvStore(t, st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: clk.now}}, eopts)
+				claims := userClaims(&clk, "alice", nil)
+				claims["exp"] = clk.now().Add(time.Minute).Unix()
+				alice := bearer(mint(t, nil, claims))
+				worker := bearer(mint(t, nil, userClaims(&clk, "wx", map[string]any{"role": "worker", "agents": []string{"ext"}})))
+				v.mustDo(201, "POST", "/v1/threads", `{"id":"tA"}`, alice...)
+				v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"hi"}]}}`, alice...)
+				var cl extClaim
+				v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":1000}`, worker...).json(&cl)
+				lease := append([]string{"Tether-Lease", cl.Lease.Token}, worker...)
+				delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+				v.mustDo(200, "POST", "/v1/runs/"+cl.Run.ID+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"},`+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+				var log struct {
+					Events []struct{ Type, Offset string }
+				}
+				v.mustDo(200, "GET", "/v1/threads/tA/events?after=-1", nil, append(alice, "Accept", "application/json")...).json(&log)
+				after := ""
+				for _, e := range log.Events {
+					if e.Type == "message.started" {
+						after = e.Offset
+					}
+				}
+				if after == "" {
+					t.Fatalf("no message.started in %+v", log)
+				}
+
+				// The stream's third read of the log is held: the AI SDK's
+				// resume reads the run up to its cursor first.
+				st.hold = 3
+				if c.name == "ai-sdk" {
+					st.hold = 5
+				}
+				st.armed.Store(true)
+				path := strings.NewReplacer("{rid}", cl.Run.ID, "{after}", after).Replace(c.path)
+				s := v.sse("GET", path, nil, alice...)
+				<-st.held
+				shut := make(chan struct{})
+				if shutdown {
+					go func() { v.srv.Shutdown(); close(shut) }()
+					testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
+						return v.do("GET", "/readyz", nil).status == 503
+					})
+				} else {
+					close(shut)
+					clk.advance(2 * time.Minute)
+				}
+				close(st.release)
+				body, err := io.ReadAll(s.res.Body)
+				<-shut
+				if clean := c.clean(shutdown); clean != (err == nil) {
+					t.Errorf("the stream ended with %v, want a clean end %v", err, clean)
+				}
+				if n := st.reads.Load(); n > st.hold {
+					t.Fatalf("%d reads of the log, %d after the stream had to end: the catch-up went on", n, n-st.hold)
+				}
+				if n := strings.Count(string(body), `"delta":"x"`); n >= 190 {
+					t.Fatalf("%d deltas sent after the stream had to end", n)
+				}
+			})
+		}
+	}
+}
+
+// A stream that always has records ready still ends at
+// --max-stream-lifetime: the loops of the Tether and AG-UI streams looked
+// at the lifetime only on a beat, which a stream never waits for while
+// the next records are ready, so a stream following a thread appended to
+// without pause, or catching up from far behind, was never ended and
+// rebalanced. A catch-up is the stream with records always ready that a
+// test can make without timing: 200 events in the store, read 8 at a
+// time, and a lifetime (1ns) already over at the first page, which the
+// stream sends before it ends (so a stream always makes progress).
+func TestBusyStreamEndsAtMaxLifetime(t *testing.T) {
+	for _, c := range []struct{ name, path string }{
+		{"sse", "/v1/threads/t1/events?after=-1"},
+		{"ag-ui", "/v1/ag-ui/threads/t1/events?after=-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eopts := engine.Options{}
+			eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+			eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+			v := newEnvEngine(t, api.Options{MaxStreamLifetime: time.Nanosecond}, eopts)
+			v.thread("t1")
+			run, lease := v.extRun("t1")
+			delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+
+			s := v.sse("GET", c.path, nil)
+			body, err := io.ReadAll(s.res.Body)
+			if n := strings.Count(string(body), `"delta":"x"`); n >= 190 {
+				t.Fatalf("%d deltas sent past the stream's lifetime", n)
+			}
+			if c.name == "ag-ui" {
+				if err == nil {
+					t.Fatal("the AG-UI stream ended cleanly, want a reset")
+				}
+				return
+			}
+			if !strings.HasSuffix(string(body), "event: reconnect\ndata: {\"reason\":\"max_lifetime\"}\n\n") {
+				t.Fatalf("the stream ended with %q, want reconnect max_lifetime", body[max(len(body)-100, 0):])
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
+)
+
+// failedReadStore fails the fail-th read of a thread's log (counted from
+// when armed) with err.
+type failedReadStore struct {
+	store.Store
+	armed atomic.Bool
+	reads atomic.Int64
+	fail  int64
+	err   error
+}
+
+func (s *failedReadStore) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	if s.armed.Load() && s.reads.Add(1) == s.fail {
+		return nil, s.err
+	}
+	return s.Store.ReadEvents(ctx, threadID, after, limit)
+}
+
+// An SSE stream whose read of the log fails after it started ends with a
+// reconnect frame that says why, as protocol.md §5 asks of every stream
+// the server ends itself (and as a WebSocket subscription ends with
+// error): it was closed with nothing, so a client could not tell it from
+// a network drop and backed off before resuming. What the store said
+// stays on the server.
+func TestSSEEndsWithReconnectWhenAReadFails(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		err          error
+		reason, code string
+	}{
+		{"fault", errors.New("sqlite: disk I/O error (SELECT offset, data FROM events)"), "error", "internal"},
+		{"store down", tether.Errorf(tether.CodeUnavailable, "the store did not answer"), "unavailable", "unavailable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &failedReadStore{Store: testutil.OpenStore(t, ""), fail: 3, err: c.err}
+			eopts := engine.Options{}
+			eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+			eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+			v := newEnvStore(t, st, api.Options{}, eopts)
+			v.thread("t1")
+			run, lease := v.extRun("t1")
+			delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+
+			st.armed.Store(true)
+			fs := v.sse("GET", "/v1/threads/t1/events?after=-1", nil).all()
+			if len(eventFrames(fs)) == 0 {
+				t.Fatal("no event before the failed read")
+			}
+			last := fs[len(fs)-1]
+			var d struct {
+				Reason string
+				Error  struct{ Code, Message string }
+			}
+			if last.event != "reconnect" || last.id != "" || json.Unmarshal([]byte(last.data), &d) != nil ||
+				d.Reason != c.reason || d.Error.Code != c.code || d.Error.Message == "" {
+				t.Fatalf("last frame %+v, want reconnect %s with code %s", last, c.reason, c.code)
+			}
+			if strings.Contains(last.data, "sqlite") || strings.Contains(last.data, "history") {
+				t.Fatalf("the frame tells what the server's store said: %s", last.data)
+			}
+		})
+	}
+}
