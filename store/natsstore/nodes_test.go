@@ -378,12 +378,7 @@ func TestRepair(t *testing.T) {
 		if active, err := b.ActiveRuns(ctx); err != nil || len(active) != 0 {
 			t.Fatalf("active runs after delete: %v, %v", active, err)
 		}
-		nc, err := nats.Connect(opts.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		js := jsClient(t, opts.URL)
 		eventually(t, "cleanup", func() error {
 			page, err := b.Threads(ctx, store.ThreadQuery{})
 			if err != nil || len(page.Threads) != 1 || page.Threads[0].ID != "old" {
@@ -469,12 +464,7 @@ func TestEpoch(t *testing.T) {
 	}
 	_ = st.Close()
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jsClient(t, url)
 	s, err := js.Stream(ctx, opts.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -530,15 +520,7 @@ func bigAppend(t *testing.T, id string, version int64, n int) *store.Batch {
 // error the engine answers 503 to, which a client retries for ever.
 func TestBatchTooLargeForTheStream(t *testing.T) {
 	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
-	nc, err := nats.Connect(opts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsClient(t, opts.URL)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: opts.Stream, Subjects: []string{opts.Subject + ".*"},
 		MaxMsgSize: 64 << 10}); err != nil {
 		t.Fatal(err)
@@ -610,15 +592,7 @@ func TestBatchTooLargeAfterReconnect(t *testing.T) {
 // ever), and a deleted thread's log was never purged nor its rows deleted.
 func TestBucketMadeWithOtherSettings(t *testing.T) {
 	opts := optionsFor(natstest.StartServer(t).ClientURL(), t.TempDir(), 1)
-	nc, err := nats.Connect(opts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsClient(t, opts.URL)
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Stream + "_META"}); err != nil {
 		t.Fatal(err)
 	}
@@ -676,15 +650,7 @@ func TestRepairAfterItsConsumerIsDeleted(t *testing.T) {
 	a := node(t, opts, "a")
 	mustCommit(t, a, createBatch(t, "old", 1))
 
-	nc, err := nats.Connect(opts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsClient(t, opts.URL)
 	if err := js.DeleteConsumer(ctx, opts.Stream, "tether_repair"); err != nil {
 		t.Fatal(err)
 	}
@@ -709,15 +675,7 @@ func TestRepairAfterItsConsumerIsDeleted(t *testing.T) {
 // used to bind to them.
 func TestStreamWithLimitsRefused(t *testing.T) {
 	srv := natstest.StartServer(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsClient(t, srv.ClientURL())
 	for _, c := range []struct {
 		meta bool
 		set  func(*jetstream.StreamConfig)
@@ -749,4 +707,20 @@ func TestStreamWithLimitsRefused(t *testing.T) {
 			t.Fatalf("%s: %v, want it to name %s", cfg.Name, err, c.want)
 		}
 	}
+}
+
+// jsClient returns a JetStream client of its own on the server at url, as
+// an operator's tool would be, closed at the end of the test.
+func jsClient(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
