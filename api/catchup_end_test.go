@@ -37,23 +37,8 @@ func TestForeignStreamsEndInCatchUp(t *testing.T) {
 				name = c.name + "/shutdown"
 			}
 			t.Run(name, func(t *testing.T) {
-				var clk clock
-				st := &heldReadStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
-				eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
-				eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-				eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-				v := newEnvStore(t, st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: clk.now}}, eopts)
-				claims := userClaims(&clk, "alice", nil)
-				claims["exp"] = clk.now().Add(time.Minute).Unix()
-				alice := bearer(mint(t, nil, claims))
-				worker := bearer(mint(t, nil, userClaims(&clk, "wx", map[string]any{"role": "worker", "agents": []string{"ext"}})))
-				v.mustDo(201, "POST", "/v1/threads", `{"id":"tA"}`, alice...)
-				v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"hi"}]}}`, alice...)
-				var cl extClaim
-				v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":1000}`, worker...).json(&cl)
-				lease := append([]string{"Tether-Lease", cl.Lease.Token}, worker...)
-				delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-				v.mustDo(200, "POST", "/v1/runs/"+cl.Run.ID+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"},`+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+				f := newCatchUpFixture(t)
+				v, st, clk, alice := f.v, f.st, f.clk, f.alice
 				var log struct {
 					Events []struct{ Type, Offset string }
 				}
@@ -75,7 +60,7 @@ func TestForeignStreamsEndInCatchUp(t *testing.T) {
 					st.hold = 5
 				}
 				st.armed.Store(true)
-				path := strings.NewReplacer("{rid}", cl.Run.ID, "{after}", after).Replace(c.path)
+				path := strings.NewReplacer("{rid}", f.run, "{after}", after).Replace(c.path)
 				s := v.sse("GET", path, nil, alice...)
 				<-st.held
 				shut := make(chan struct{})
@@ -145,4 +130,40 @@ func TestBusyStreamEndsAtMaxLifetime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// catchUpFixture is a server whose store can hold a read of the log (st),
+// with a clock for tokens (clk), and thread tA of alice, whose token
+// expires in a minute, with run (of agent ext, claimed) of a
+// message.started and 200 deltas: more than the hub keeps (16), so that a
+// stream from the start catches up from the store, 8 events a read.
+type catchUpFixture struct {
+	v     *env
+	st    *heldReadStore
+	clk   *clock
+	alice []string
+	run   string
+}
+
+func newCatchUpFixture(t *testing.T) *catchUpFixture {
+	t.Helper()
+	f := &catchUpFixture{clk: &clock{}}
+	f.st = &heldReadStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
+	eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
+	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
+	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+	f.v = newEnvStore(t, f.st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: f.clk.now}}, eopts)
+	claims := userClaims(f.clk, "alice", nil)
+	claims["exp"] = f.clk.now().Add(time.Minute).Unix()
+	f.alice = bearer(mint(t, nil, claims))
+	worker := bearer(mint(t, nil, userClaims(f.clk, "wx", map[string]any{"role": "worker", "agents": []string{"ext"}})))
+	f.v.mustDo(201, "POST", "/v1/threads", `{"id":"tA"}`, f.alice...)
+	f.v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"hi"}]}}`, f.alice...)
+	var cl extClaim
+	f.v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":1000}`, worker...).json(&cl)
+	f.run = cl.Run.ID
+	lease := append([]string{"Tether-Lease", cl.Lease.Token}, worker...)
+	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+	f.v.mustDo(200, "POST", "/v1/runs/"+f.run+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"},`+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+	return f
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherhq/tether/api"
-	"github.com/tetherhq/tether/engine"
-	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // newExpiryEnv is a token env whose streams beat often, with user A's
@@ -183,24 +181,9 @@ func TestDurableStreamsEndAtTokenExpiry(t *testing.T) {
 // the catch-up looked at exp only once caught up, so a stream far behind,
 // or read slowly, kept reading the thread past its token's end.
 func TestSSEEndsAtTokenExpiryInCatchUp(t *testing.T) {
-	var clk clock
-	st := &heldReadStore{Store: testutil.OpenStore(t, ""), hold: 3, held: make(chan struct{}, 1), release: make(chan struct{})}
-	eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
-	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-	v := newEnvStore(t, st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: clk.now}}, eopts)
-	claims := userClaims(&clk, "alice", nil)
-	claims["exp"] = clk.now().Add(time.Minute).Unix()
-	alice := bearer(mint(t, nil, claims))
-	worker := bearer(mint(t, nil, userClaims(&clk, "wx", map[string]any{"role": "worker", "agents": []string{"ext"}})))
-	v.mustDo(201, "POST", "/v1/threads", `{"id":"tA"}`, alice...)
-	v.mustDo(201, "POST", "/v1/threads/tA/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"hi"}]}}`, alice...)
-	var cl extClaim
-	v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":1000}`, worker...).json(&cl)
-	lease := append([]string{"Tether-Lease", cl.Lease.Token}, worker...)
-	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-	v.mustDo(200, "POST", "/v1/runs/"+cl.Run.ID+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"},`+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
-
+	f := newCatchUpFixture(t)
+	v, st, clk, alice := f.v, f.st, f.clk, f.alice
+	st.hold = 3
 	st.armed.Store(true)
 	s := v.sse("GET", "/v1/threads/tA/events?after=-1", nil, alice...)
 	<-st.held // two pages read, the third held
