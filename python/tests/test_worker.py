@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 from typing import AsyncIterator
 
 import httpx
@@ -246,5 +247,34 @@ def test_flush_after_the_lease_is_lost_raises_lease_lost(start_server):
         await http.aclose()
         assert got.get("flush") == "lease_lost"
         assert "queued" not in [e.get("delta") for e in log_events(server.url, th.id)]
+
+    asyncio.run(main())
+
+
+def test_an_event_json_cannot_hold_raises_at_its_emit(server):
+    """A value JSON has no form for (a datetime, NaN) raises at the emit that carries it, with
+    nothing of that call sent, and the run goes on; a string with half a character (a lone
+    surrogate) is sent as U+FFFD. Both used to kill the worker's sender: the run hung, running,
+    its lease renewed for ever."""
+    raised: list[str] = []
+
+    async def agent(run: Run, s: Session):
+        await s.text("a ")
+        await s.tool_started("c1", "clock")
+        for bad in ({"now": datetime.datetime(2020, 1, 1)}, {"ratio": float("nan")}):
+            try:
+                await s.emit({"type": "custom", "name": "ok"}, {"type": "tool.finished", "message_id": s._message, "call_id": "c1", "output": bad})
+            except (TypeError, ValueError) as e:
+                raised.append(type(e).__name__)
+        await s.tool_finished("c1", output={"now": "2020-01-01"})
+        await s.text("b \ud83d c")
+
+    async def main():
+        async with serving(server.url, {"strict": agent}), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "strict"), 30)
+            assert evs[-1].type == "run.finished" and evs[-1].status == "done"
+            assert raised == ["TypeError", "ValueError"]
+            assert [e.type for e in evs].count("custom") == 0
+            assert (await c.final_answer(run.thread_id)).content == "a b \ufffd c"
 
     asyncio.run(main())

@@ -81,14 +81,16 @@ class Session:
     async def emit(self, *events: dict[str, Any]) -> None:
         """Appends raw events (docs/protocol.md §3) to the run, in order, atomically with each other.
 
-        It returns once they are queued; see the class's documentation.
+        It returns once they are queued; see the class's documentation. An event that is not
+        JSON (an object JSON has no form for, NaN) raises ``TypeError`` or ``ValueError`` here, and
+        none of the call's events is sent.
         """
         if self._finished:
             raise Finished("the run is finished")
-        for ev in events:
-            if ev.get("type") == "run.finished":
-                self._finished = True
-        await self._t.enqueue(list(events))
+        self._t.put(list(events))  # raises with nothing queued
+        if any(ev.get("type") == "run.finished" for ev in events):
+            self._finished = True
+        await self._t.room()
 
     async def flush(self) -> None:
         """Waits until every event emitted so far is committed; raises the error of a refused append,
