@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import time
 from typing import AsyncIterator
 
 import httpx
@@ -276,5 +277,40 @@ def test_an_event_json_cannot_hold_raises_at_its_emit(server):
             assert raised == ["TypeError", "ValueError"]
             assert [e.type for e in evs].count("custom") == 0
             assert (await c.final_answer(run.thread_id)).content == "a b \ufffd c"
+
+    asyncio.run(main())
+
+
+class ClaimTimes(Faults):
+    """Faults that note when each claim is sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: list[float] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/workers/claim":
+            self.claims.append(time.monotonic())
+        return await super().handle_async_request(request)
+
+
+def test_a_refused_claim_waits_out_retry_after(server):
+    """A claim answered 429 (the server's too-many-long-polls answer) or 503 with ``Retry-After`` is
+    sent again no sooner than it says (up to max_backoff), as the client's calls and appends are."""
+    faults = ClaimTimes()
+    faults.inject(("POST", "/workers/claim", "limited"))
+
+    async def echo(run: Run, s: Session):
+        await s.text("ok")
+
+    async def main():
+        http = httpx.AsyncClient(transport=faults)
+        client = AsyncClient(server.url, http_client=http, min_backoff=0.001, max_backoff=5)
+        async with serving(server.url, {"echo": echo}, client=client), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "echo"), 30)
+            assert evs[-1].status == "done"
+        await client.aclose()
+        await http.aclose()
+        assert len(faults.claims) >= 2 and faults.claims[1] - faults.claims[0] >= 1.0
 
     asyncio.run(main())
