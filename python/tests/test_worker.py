@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import time
 from typing import AsyncIterator
 
@@ -312,5 +313,48 @@ def test_a_refused_claim_waits_out_retry_after(server):
         await client.aclose()
         await http.aclose()
         assert len(faults.claims) >= 2 and faults.claims[1] - faults.claims[0] >= 1.0
+
+    asyncio.run(main())
+
+
+class Appends(HoldFirstAppend):
+    """HoldFirstAppend that keeps the events of every append sent, one list per request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[list[dict]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events") and request.method == "POST":
+            self.bodies.append(json.loads(request.content))
+        return await super().handle_async_request(request)
+
+
+def test_the_events_of_one_emit_go_in_one_append(server):
+    """Session.emit's events are appended atomically with each other, also when the queue before
+    them fills most of a batch (1,000 events): the batch ends before them. It ended at 1,000 events,
+    so a pair went in two appends, the second of which could be refused alone."""
+    faults = Appends()
+
+    async def agent(run: Run, s: Session):
+        await s.custom("first")
+        await faults.holding.wait()  # the first append is in flight: the rest queue
+        for i in range(999):
+            await s.custom(f"e{i}")
+        await s.emit({"type": "custom", "name": "pair-a"}, {"type": "custom", "name": "pair-b"})
+        faults.release.set()
+
+    async def main():
+        http = httpx.AsyncClient(transport=faults)
+        client = AsyncClient(server.url, http_client=http)
+        async with serving(server.url, {"pairs": agent}, client=client), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "pairs"), 30)
+            assert evs[-1].status == "done"
+        await client.aclose()
+        await http.aclose()
+        names = [[ev.get("name") for ev in body] for body in faults.bodies]
+        holding = [i for i, body in enumerate(names) if "pair-a" in body or "pair-b" in body]
+        assert len(holding) == 1, [len(b) for b in names]
+        assert sum(len(b) for b in names) == 1 + 999 + 2 + 1  # and run.finished
 
     asyncio.run(main())

@@ -77,7 +77,8 @@ class RunTransport:
         self.cancel_requested = False
         self.cause: Optional[str] = None
 
-        self._queue: list[bytes] = []  # the events to send, each encoded
+        self._queue: list[list[bytes]] = []  # the events to send, each encoded, by emit: one emit's go in one append
+        self._queued = 0  # events in _queue
         self._busy = False  # a batch is being sent
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -121,13 +122,16 @@ class RunTransport:
         if self.lost:
             raise TetherError(LEASE_LOST, f"the run {self.run.id} is not this worker's any more ({self.cause})")
         encoded = [_encode_event(ev) for ev in events]
-        self._queue.extend(encoded)
+        if not encoded:
+            return
+        self._queue.append(encoded)
+        self._queued += len(encoded)
         self._idle.clear()
         self._wake.set()
 
     async def room(self) -> None:
         """Waits while the queue is over its bound, for the appends to catch up."""
-        while len(self._queue) > MAX_QUEUED and not self.lost:
+        while self._queued > MAX_QUEUED and not self.lost:
             await self._wait_idle()
 
     async def flush(self) -> None:
@@ -164,23 +168,27 @@ class RunTransport:
                 except BaseException as e:  # refused: the events of the batch are not in the log
                     self._error = e
                     self._queue.clear()
+                    self._queued = 0
                     self._dropped = self._dropped or self.lost
                 finally:
                     self._busy = False
             if self.lost and self._queue:
                 self._queue.clear()
+                self._queued = 0
                 self._dropped = True
             self._idle.set()
 
     def _take(self) -> list[bytes]:
-        n, size = 0, 2
-        for ev in self._queue:
-            b = len(ev) + 1
-            if n > 0 and (n == MAX_BATCH_EVENTS or size + b > MAX_BATCH_BYTES):
+        """The next batch: whole emits, as many as fit the limits (an emit over them goes alone)."""
+        g, n, size = 0, 0, 2
+        for group in self._queue:
+            gn, gsize = len(group), sum(len(ev) + 1 for ev in group)
+            if g > 0 and (n + gn > MAX_BATCH_EVENTS or size + gsize > MAX_BATCH_BYTES):
                 break
-            n, size = n + 1, size + b
-        batch, self._queue = self._queue[:n], self._queue[n:]
-        return batch
+            g, n, size = g + 1, n + gn, size + gsize
+        groups, self._queue = self._queue[:g], self._queue[g:]
+        self._queued -= n
+        return [ev for group in groups for ev in group]
 
     async def _append(self, batch: list[bytes]) -> None:
         body = b"[" + b",".join(batch) + b"]"
