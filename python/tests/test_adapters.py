@@ -215,3 +215,54 @@ def test_langgraph_messages_stream(server):
         call = msg.parts[1]
         assert (call.name, call.call_id, call.status, call.input, call.output) == ("forecast", "lc_1", "done", {"city": "Paris"}, {"sky": "sunny"})
         assert c.final_answer(thread_id).content == ANSWER
+
+
+async def same_id_model(messages: list[ModelMessage], info: AgentInfo):
+    """A model whose call ids are not Tether ids and repeat in every turn, as some providers' are."""
+    turn = sum(1 for m in messages for p in m.parts if isinstance(p, ToolReturnPart))
+    if turn == 2:
+        yield "Sunny, then rainy."
+        return
+    city = ["Paris", "Oslo"][turn]
+    yield {1: DeltaToolCall(name="weather", json_args='{"city":', tool_call_id="functions.weather:0")}
+    yield {1: DeltaToolCall(json_args=f'"{city}"}}')}
+
+
+same_id_agent = Agent(FunctionModel(stream_function=same_id_model), tools=[weather])
+
+
+def same_id_graph():
+    def turn(city: str) -> list[AIMessageChunk]:
+        return [
+            AIMessageChunk(content="", tool_call_chunks=[{"name": "forecast", "args": '{"city":', "id": "functions.forecast:0", "index": 0}]),
+            AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": f'"{city}"}}', "id": None, "index": 0}]),
+        ]
+
+    model = ScriptedChatModel(turns=[turn("Paris"), turn("Oslo"), [AIMessageChunk(content="Sunny, then rainy.")]])
+
+    async def agent(state: MessagesState):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([forecast]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langgraph"])
+def test_model_call_ids_that_are_not_tether_ids_or_repeat(server, framework):
+    """A model's tool call id that Tether does not take (``functions.weather:0``: a ``:``), the same
+    in every turn, is replaced by an id of the run's own; each call still gets its result. The
+    model's id was used as it was: the append was refused and the run ended ``error``."""
+    agent = tpa.serve(same_id_agent) if framework == "pydantic-ai" else tlg.serve(same_id_graph())
+    thread_id, run_id = serve_and_run(server.url, {"ids": agent}, "Paris, then Oslo?")
+    with Client(server.url) as c:
+        rs = c.get_run(run_id)
+        assert rs.run.status == "done"
+        calls = [p for p in rs.messages[-1].parts if p.type == "tool"]
+        assert [(p.status, p.input) for p in calls] == [("done", {"city": "Paris"}), ("done", {"city": "Oslo"})]
+        assert all(p.output is not None for p in calls) and len({p.call_id for p in calls}) == 2
+        assert c.final_answer(thread_id).content == "Sunny, then rainy."

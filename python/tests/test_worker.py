@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import json
+import time
 from typing import AsyncIterator
 
 import httpx
@@ -246,5 +249,112 @@ def test_flush_after_the_lease_is_lost_raises_lease_lost(start_server):
         await http.aclose()
         assert got.get("flush") == "lease_lost"
         assert "queued" not in [e.get("delta") for e in log_events(server.url, th.id)]
+
+    asyncio.run(main())
+
+
+def test_an_event_json_cannot_hold_raises_at_its_emit(server):
+    """A value JSON has no form for (a datetime, NaN) raises at the emit that carries it, with
+    nothing of that call sent, and the run goes on; a string with half a character (a lone
+    surrogate) is sent as U+FFFD. Both used to kill the worker's sender: the run hung, running,
+    its lease renewed for ever."""
+    raised: list[str] = []
+
+    async def agent(run: Run, s: Session):
+        await s.text("a ")
+        await s.tool_started("c1", "clock")
+        for bad in ({"now": datetime.datetime(2020, 1, 1)}, {"ratio": float("nan")}):
+            try:
+                await s.emit({"type": "custom", "name": "ok"}, {"type": "tool.finished", "message_id": s._message, "call_id": "c1", "output": bad})
+            except (TypeError, ValueError) as e:
+                raised.append(type(e).__name__)
+        await s.tool_finished("c1", output={"now": "2020-01-01"})
+        await s.text("b \ud83d c")
+
+    async def main():
+        async with serving(server.url, {"strict": agent}), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "strict"), 30)
+            assert evs[-1].type == "run.finished" and evs[-1].status == "done"
+            assert raised == ["TypeError", "ValueError"]
+            assert [e.type for e in evs].count("custom") == 0
+            assert (await c.final_answer(run.thread_id)).content == "a b \ufffd c"
+
+    asyncio.run(main())
+
+
+class ClaimTimes(Faults):
+    """Faults that note when each claim is sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: list[float] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/workers/claim":
+            self.claims.append(time.monotonic())
+        return await super().handle_async_request(request)
+
+
+def test_a_refused_claim_waits_out_retry_after(server):
+    """A claim answered 429 (the server's too-many-long-polls answer) or 503 with ``Retry-After`` is
+    sent again no sooner than it says (up to max_backoff), as the client's calls and appends are."""
+    faults = ClaimTimes()
+    faults.inject(("POST", "/workers/claim", "limited"))
+
+    async def echo(run: Run, s: Session):
+        await s.text("ok")
+
+    async def main():
+        http = httpx.AsyncClient(transport=faults)
+        client = AsyncClient(server.url, http_client=http, min_backoff=0.001, max_backoff=5)
+        async with serving(server.url, {"echo": echo}, client=client), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "echo"), 30)
+            assert evs[-1].status == "done"
+        await client.aclose()
+        await http.aclose()
+        assert len(faults.claims) >= 2 and faults.claims[1] - faults.claims[0] >= 1.0
+
+    asyncio.run(main())
+
+
+class Appends(HoldFirstAppend):
+    """HoldFirstAppend that keeps the events of every append sent, one list per request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[list[dict]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events") and request.method == "POST":
+            self.bodies.append(json.loads(request.content))
+        return await super().handle_async_request(request)
+
+
+def test_the_events_of_one_emit_go_in_one_append(server):
+    """Session.emit's events are appended atomically with each other, also when the queue before
+    them fills most of a batch (1,000 events): the batch ends before them. It ended at 1,000 events,
+    so a pair went in two appends, the second of which could be refused alone."""
+    faults = Appends()
+
+    async def agent(run: Run, s: Session):
+        await s.custom("first")
+        await faults.holding.wait()  # the first append is in flight: the rest queue
+        for i in range(999):
+            await s.custom(f"e{i}")
+        await s.emit({"type": "custom", "name": "pair-a"}, {"type": "custom", "name": "pair-b"})
+        faults.release.set()
+
+    async def main():
+        http = httpx.AsyncClient(transport=faults)
+        client = AsyncClient(server.url, http_client=http)
+        async with serving(server.url, {"pairs": agent}, client=client), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "pairs"), 30)
+            assert evs[-1].status == "done"
+        await client.aclose()
+        await http.aclose()
+        names = [[ev.get("name") for ev in body] for body in faults.bodies]
+        holding = [i for i, body in enumerate(names) if "pair-a" in body or "pair-b" in body]
+        assert len(holding) == 1, [len(b) for b in names]
+        assert sum(len(b) for b in names) == 1 + 999 + 2 + 1  # and run.finished
 
     asyncio.run(main())

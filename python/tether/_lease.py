@@ -13,6 +13,7 @@ answers, so it lands once (a repeat of a committed batch is answered
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -37,6 +38,17 @@ CANCEL_REQUESTED = "a client asked to cancel the run"
 RUN_ENDED = "the run ended"
 LEASE_GONE = "the lease on the run is lost"
 SHUTDOWN = "the worker is stopping"
+
+
+def _encode_event(ev: dict[str, Any]) -> bytes:
+    """An event as UTF-8 JSON. A string holding surrogates (half of a character that a model's
+    stream split, JSON-escaped, across two chunks) has no UTF-8 form: it is sent escaped, as
+    JSON allows, and the server reads a lone half as U+FFFD. A value JSON cannot hold raises
+    ``TypeError`` or ``ValueError``."""
+    try:
+        return json.dumps(ev, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(ev, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
 
 
 class RunTransport:
@@ -65,7 +77,8 @@ class RunTransport:
         self.cancel_requested = False
         self.cause: Optional[str] = None
 
-        self._queue: list[dict[str, Any]] = []
+        self._queue: list[list[bytes]] = []  # the events to send, each encoded, by emit: one emit's go in one append
+        self._queued = 0  # events in _queue
         self._busy = False  # a batch is being sent
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -101,14 +114,24 @@ class RunTransport:
 
     # -- appends
 
-    async def enqueue(self, events: list[dict[str, Any]]) -> None:
+    def put(self, events: list[dict[str, Any]]) -> None:
+        """Queues events for the sender, all or none. They are encoded here, so one that cannot be
+        (a value JSON has no form for: an object, NaN) raises ``TypeError`` or ``ValueError`` to the
+        agent's emit with nothing of the call queued, and the sender only handles bytes it can send."""
         self._raise()
         if self.lost:
             raise TetherError(LEASE_LOST, f"the run {self.run.id} is not this worker's any more ({self.cause})")
-        self._queue.extend(events)
+        encoded = [_encode_event(ev) for ev in events]
+        if not encoded:
+            return
+        self._queue.append(encoded)
+        self._queued += len(encoded)
         self._idle.clear()
         self._wake.set()
-        while len(self._queue) > MAX_QUEUED and not self.lost:
+
+    async def room(self) -> None:
+        """Waits while the queue is over its bound, for the appends to catch up."""
+        while self._queued > MAX_QUEUED and not self.lost:
             await self._wait_idle()
 
     async def flush(self) -> None:
@@ -145,26 +168,30 @@ class RunTransport:
                 except BaseException as e:  # refused: the events of the batch are not in the log
                     self._error = e
                     self._queue.clear()
+                    self._queued = 0
                     self._dropped = self._dropped or self.lost
                 finally:
                     self._busy = False
             if self.lost and self._queue:
                 self._queue.clear()
+                self._queued = 0
                 self._dropped = True
             self._idle.set()
 
-    def _take(self) -> list[dict[str, Any]]:
-        n, size = 0, 2
-        for ev in self._queue:
-            b = len(_api.encode(ev)) + 1
-            if n > 0 and (n == MAX_BATCH_EVENTS or size + b > MAX_BATCH_BYTES):
+    def _take(self) -> list[bytes]:
+        """The next batch: whole emits, as many as fit the limits (an emit over them goes alone)."""
+        g, n, size = 0, 0, 2
+        for group in self._queue:
+            gn, gsize = len(group), sum(len(ev) + 1 for ev in group)
+            if g > 0 and (n + gn > MAX_BATCH_EVENTS or size + gsize > MAX_BATCH_BYTES):
                 break
-            n, size = n + 1, size + b
-        batch, self._queue = self._queue[:n], self._queue[n:]
-        return batch
+            g, n, size = g + 1, n + gn, size + gsize
+        groups, self._queue = self._queue[:g], self._queue[g:]
+        self._queued -= n
+        return [ev for group in groups for ev in group]
 
-    async def _append(self, batch: list[dict[str, Any]]) -> None:
-        body = _api.encode(batch)
+    async def _append(self, batch: list[bytes]) -> None:
+        body = b"[" + b",".join(batch) + b"]"
         headers = {
             "Tether-Lease": self.token,
             "Producer-Id": self.producer,

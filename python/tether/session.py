@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from ._lease import RunTransport
 
 _UNSET: Any = object()
+_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")  # docs/protocol.md §1
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Session:
         self._seq = 0
         self._finished = False
         self._message: Optional[str] = None  # the open assistant message text goes to
+        self._calls: set[str] = set()  # the call ids the run's tool calls took
 
     # -- state
 
@@ -76,19 +79,34 @@ class Session:
         prefix = f"{self.run.id}-a{self.run.attempt}-" if self.run.attempt > 1 else f"{self.run.id}-"
         return f"{prefix}{kind}{self._seq}"
 
+    def call_id(self, suggested: Optional[str] = None) -> str:
+        """An id for a tool call starting now: ``suggested`` (the model's or the framework's own id)
+        when it is a valid Tether id (docs/protocol.md §1) no other call of the run took, else a new one.
+
+        Models' ids are not always either: some are ``functions.add:0``, the same in every turn.
+        """
+        if suggested and _ID.fullmatch(suggested) and suggested not in (".", "..") and suggested not in self._calls:
+            return suggested
+        cid = self.new_id("call")
+        while cid in self._calls:
+            cid = self.new_id("call")
+        return cid
+
     # -- emitting
 
     async def emit(self, *events: dict[str, Any]) -> None:
         """Appends raw events (docs/protocol.md §3) to the run, in order, atomically with each other.
 
-        It returns once they are queued; see the class's documentation.
+        It returns once they are queued; see the class's documentation. An event that is not
+        JSON (an object JSON has no form for, NaN) raises ``TypeError`` or ``ValueError`` here, and
+        none of the call's events is sent.
         """
         if self._finished:
             raise Finished("the run is finished")
-        for ev in events:
-            if ev.get("type") == "run.finished":
-                self._finished = True
-        await self._t.enqueue(list(events))
+        self._t.put(list(events))  # raises with nothing queued
+        if any(ev.get("type") == "run.finished" for ev in events):
+            self._finished = True
+        await self._t.room()
 
     async def flush(self) -> None:
         """Waits until every event emitted so far is committed; raises the error of a refused append,
@@ -126,6 +144,7 @@ class Session:
 
     async def tool_started(self, call_id: str, name: str, *, message_id: Optional[str] = None) -> None:
         """Starts a tool call; stream its input with :meth:`tool_delta`."""
+        self._calls.add(call_id)
         await self.emit({"type": "tool.started", "message_id": await self._msg(message_id), "call_id": call_id, "name": name})
 
     async def tool_delta(self, call_id: str, delta: str, *, message_id: Optional[str] = None) -> None:

@@ -121,7 +121,7 @@ class Worker:
         """Claims runs and runs them until :meth:`stop` (or until cancelled).
 
         Claims that fail (the server is down or restarting) are retried with
-        backoff, forever; a claim the server refuses for good (400, 401, 403:
+        backoff, forever, not sooner than a 429's or 503's ``Retry-After``; a claim the server refuses for good (400, 401, 403:
         a bad worker id or token) raises :class:`TetherError`.
         """
         if self._running:
@@ -164,7 +164,9 @@ class Worker:
                     if isinstance(e, TetherError) and e.code in (BAD_REQUEST, UNAUTHORIZED, FORBIDDEN):
                         log.error("tether worker: the server refused the claim; stopping: %s", e)
                         raise
-                    d = self._client._backoff(attempt)
+                    # A 429 or 503 says when to come back (Retry-After): not sooner, up to max_backoff.
+                    wait = _api.retry_after(e.headers) if isinstance(e, TetherError) else 0.0
+                    d = max(self._client._backoff(attempt), min(wait, self._client._max))
                     attempt += 1
                     log.warning("tether worker: claim failed (%s); retrying in %.1fs", e, d)
                     try:

@@ -35,9 +35,10 @@ class _Stream:
     async def chunk(self, msg: BaseMessage) -> None:
         s = self.s
         if isinstance(msg, ToolMessage):
-            cid = self.ids.get(msg.tool_call_id)
-            if cid is None or cid not in self.open:
+            rcid = self.running(msg.tool_call_id)
+            if rcid is None:
                 return
+            cid = rcid
             del self.open[cid]
             if getattr(msg, "status", "success") == "error":
                 await s.tool_finished(cid, error={"message": _text(msg.content)})
@@ -68,19 +69,24 @@ class _Stream:
                 await self.tool_chunk(msg.id or "", tc.get("index", i) if tc.get("index") is not None else i, tc)
         elif isinstance(msg, AIMessage) and not isinstance(msg, AIMessageChunk):
             for tc in msg.tool_calls:  # a model that did not stream: whole calls
-                cid = self.call_id(tc.get("id"))
-                if cid not in self.open:
+                if self.running(tc.get("id")) is None:
+                    cid = self.start(tc.get("id"))
                     self.open[cid] = tc["name"]
                     await s.tool_started(cid, tc["name"])
                     await s.tool_delta(cid, json.dumps(tc.get("args") or {}, separators=(",", ":")))
 
-    def call_id(self, lc_id: Optional[str]) -> str:
-        if lc_id and lc_id in self.ids:
-            return self.ids[lc_id]
-        cid = lc_id or self.s.new_id("call")
+    def start(self, lc_id: Optional[str]) -> str:
+        """The Tether call id of a call starting now: the model's id if Tether takes it (see
+        :meth:`Session.call_id`); a model that gives every turn's call the same id gets new ones."""
+        cid = self.s.call_id(lc_id)
         if lc_id:
             self.ids[lc_id] = cid
         return cid
+
+    def running(self, lc_id: Optional[str]) -> Optional[str]:
+        """The Tether call id of the model's call, while it runs."""
+        cid = self.ids.get(lc_id) if lc_id else None
+        return cid if cid in self.open else None
 
     async def tool_chunk(self, mid: str, index: int, tc: Any) -> None:
         key = (mid, index)
@@ -89,7 +95,7 @@ class _Stream:
             name = tc.get("name")
             if not name:
                 return  # arguments before the name: not a call this adapter can place
-            cid = self.call_id(tc.get("id"))
+            cid = self.start(tc.get("id"))
             self.calls[key] = cid
             self.open[cid] = name
             await self.s.tool_started(cid, name)

@@ -64,13 +64,18 @@ class _Stream:
         self.open: dict[str, str] = {}  # Tether call id → tool name, until its result
         self.ids: dict[str, str] = {}  # pydantic-ai tool_call_id → Tether call id
 
-    def call_id(self, tool_call_id: Optional[str]) -> str:
-        if tool_call_id and tool_call_id in self.ids:
-            return self.ids[tool_call_id]
-        cid = tool_call_id or self.s.new_id("call")
+    def start(self, tool_call_id: Optional[str]) -> str:
+        """The Tether call id of a call starting now: the model's id if Tether takes it (see
+        :meth:`Session.call_id`); a model that gives every turn's call the same id gets new ones."""
+        cid = self.s.call_id(tool_call_id)
         if tool_call_id:
             self.ids[tool_call_id] = cid
         return cid
+
+    def running(self, tool_call_id: Optional[str]) -> Optional[str]:
+        """The Tether call id of the model's call, while it runs."""
+        cid = self.ids.get(tool_call_id) if tool_call_id else None
+        return cid if cid in self.open else None
 
     async def event(self, ev: Any) -> None:
         s = self.s
@@ -81,7 +86,7 @@ class _Stream:
             elif isinstance(p, ThinkingPart):
                 await s.reasoning(p.content)
             elif isinstance(p, ToolCallPart):
-                cid = self.call_id(p.tool_call_id)
+                cid = self.start(p.tool_call_id)
                 self.calls[ev.index] = cid
                 self.open[cid] = p.tool_name
                 await s.tool_started(cid, p.tool_name)
@@ -100,16 +105,17 @@ class _Stream:
         elif isinstance(ev, FunctionToolCallEvent):
             # The call as the model finished it: known before its result, so a
             # call the model did not stream still shows as started.
-            cid = self.call_id(ev.part.tool_call_id)
-            if cid not in self.open:
+            if self.running(ev.part.tool_call_id) is None:
+                cid = self.start(ev.part.tool_call_id)
                 self.open[cid] = ev.part.tool_name
                 await s.tool_started(cid, ev.part.tool_name)
                 await s.tool_delta(cid, _args_text(ev.part.args))
         elif isinstance(ev, FunctionToolResultEvent):
             r = ev.result if hasattr(ev, "result") else ev.part
-            cid = self.call_id(r.tool_call_id)
-            if cid not in self.open:
+            rcid = self.running(r.tool_call_id)
+            if rcid is None:
                 return
+            cid = rcid
             del self.open[cid]
             if isinstance(r, ToolReturnPart):
                 await s.tool_finished(cid, output=_jsonable(r.content))
