@@ -9,6 +9,7 @@ import (
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/streams"
 )
 
 // An AG-UI or AI SDK stream catching up from the store ends at shutdown,
@@ -136,7 +137,8 @@ func TestBusyStreamEndsAtMaxLifetime(t *testing.T) {
 // with a clock for tokens (clk), and thread tA of alice, whose token
 // expires in a minute, with run (of agent ext, claimed) of a
 // message.started and 200 deltas: more than the hub keeps (16), so that a
-// stream from the start catches up from the store, 8 events a read.
+// stream from the start catches up from the store, 8 events a read (a
+// Durable Streams read of the thread's log, about 512 bytes a read).
 type catchUpFixture struct {
 	v     *env
 	st    *heldReadStore
@@ -152,7 +154,8 @@ func newCatchUpFixture(t *testing.T) *catchUpFixture {
 	eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
 	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
 	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-	f.v = newEnvStore(t, f.st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: f.clk.now}}, eopts)
+	f.v = newEnvStreams(t, f.st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: f.clk.now}}, eopts,
+		&streams.Options{ReadBytes: 512})
 	claims := userClaims(f.clk, "alice", nil)
 	claims["exp"] = f.clk.now().Add(time.Minute).Unix()
 	f.alice = bearer(mint(t, nil, claims))
@@ -166,4 +169,57 @@ func newCatchUpFixture(t *testing.T) *catchUpFixture {
 	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
 	f.v.mustDo(200, "POST", "/v1/runs/"+f.run+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"},`+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
 	return f
+}
+
+// A Durable Streams SSE read of a thread's log that catches up from the
+// store ends at shutdown (the response ends: the protocol's clients
+// reconnect from their last offset) or at its token's exp (reconnect
+// token_expired, then the end), not after the rest of the log: its
+// catch-up looked for neither, and once live looked for them only while
+// it waited, so a read far behind, or read slowly, held the server's
+// shutdown or read the thread past its token's end.
+func TestDurableStreamsSSEEndsInCatchUp(t *testing.T) {
+	for _, shutdown := range []bool{true, false} {
+		name := "expiry"
+		if shutdown {
+			name = "shutdown"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newCatchUpFixture(t)
+			v, st, clk, alice := f.v, f.st, f.clk, f.alice
+			// The read's first Read reads the log once, each later one
+			// twice (where its offset is, then a page): the third read of
+			// the log is the second Read's page.
+			st.hold = 3
+			st.armed.Store(true)
+			s := v.sse("GET", "/v1/stream/threads/tA?offset=-1&live=sse", nil, alice...)
+			<-st.held
+			shut := make(chan struct{})
+			if shutdown {
+				go func() { v.srv.Shutdown(); close(shut) }()
+				testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
+					return v.do("GET", "/readyz", nil).status == 503
+				})
+			} else {
+				close(shut)
+				clk.advance(2 * time.Minute)
+			}
+			close(st.release)
+			body, err := io.ReadAll(s.res.Body)
+			<-shut
+			if err != nil {
+				t.Fatalf("the response ended with %v, want its end", err)
+			}
+			if n := st.reads.Load(); n > st.hold {
+				t.Fatalf("%d reads of the log, %d after the response had to end: the catch-up went on", n, n-st.hold)
+			}
+			if n := strings.Count(string(body), `"delta":"x"`); n >= 190 {
+				t.Fatalf("%d deltas sent after the response had to end", n)
+			}
+			reconnect := strings.HasSuffix(string(body), "event: reconnect\ndata: {\"reason\":\"token_expired\"}\n\n")
+			if reconnect == shutdown {
+				t.Fatalf("the response ended with %q; want reconnect token_expired %v", body[max(len(body)-100, 0):], !shutdown)
+			}
+		})
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/streams"
 )
 
 type env struct {
@@ -46,12 +47,27 @@ func newEnvEngine(t *testing.T, opts api.Options, eopts engine.Options) *env {
 // newEnvStore is newEnvEngine over st (a store that injects faults).
 func newEnvStore(t *testing.T, st store.Store, opts api.Options, eopts engine.Options) *env {
 	t.Helper()
+	return newEnvStreams(t, st, opts, eopts, nil)
+}
+
+// newEnvStreams is newEnvStore with Durable Streams mounted over the
+// engine's hub, with sopts, unless sopts is nil.
+func newEnvStreams(t *testing.T, st store.Store, opts api.Options, eopts engine.Options, sopts *streams.Options) *env {
+	t.Helper()
 	if eopts.AcceptAgent == nil {
 		eopts.AcceptAgent = func(n string) bool { return n == "demo" || n == "ext" }
 	}
 	e := engine.New(st, eopts)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	var ds *streams.Service
+	if sopts != nil {
+		ds = streams.New(st, e.Hub(), *sopts)
+		if err := ds.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		opts.Streams = ds
 	}
 	rn := runner.New(e, map[string]agents.Agent{"demo": demo.New()}, runner.Options{})
 	rn.Start()
@@ -63,6 +79,9 @@ func newEnvStore(t *testing.T, st store.Store, opts api.Options, eopts engine.Op
 		rn.Shutdown(ctx)
 		srv.Shutdown()
 		hs.Close()
+		if ds != nil {
+			ds.Close()
+		}
 		e.Close()
 	})
 	return &env{t: t, url: hs.URL, e: e, st: st, srv: srv, hs: hs}

@@ -240,7 +240,10 @@ func (s *Server) routes() []route {
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, BaseURL: s.opts.PublicURL, Stopping: s.stopping, Logger: s.log,
 			Live: s.live, Expires: func(r *http.Request) time.Time { return principalOf(r).Expires },
-			Now: s.opts.Tokens.Now,
+			// Every stream's rule; the response's own lifetime is
+			// SSELifetime.
+			EndDue: func(r *http.Request) string { return s.endDue(time.Time{}, principalOf(r).Expires) },
+			Now:    s.opts.Tokens.Now,
 		})
 		// Every stream, thread log (threads/) and subscription (__ds/) is
 		// the clients': thread logs hold the users' input, and a worker

@@ -63,7 +63,8 @@ const (
 // after each write of what was ready: a stream that always has records
 // ready (a thread appended to without pause, a catch-up from far behind,
 // a client that reads slowly) does not wait on the beat, and must not
-// outlive shutdown, its lifetime or its token for that.
+// outlive shutdown, its lifetime or its token for that. The Durable
+// Streams handler asks it too (durablestreams.Options.EndDue).
 func (s *Server) endDue(started, exp time.Time) string {
 	select {
 	case <-s.shutdown:

@@ -17,5 +17,7 @@
 //
 // Long polls and SSE responses end when Options.Stopping is done, so that
 // a shutdown never waits on one; SSE responses also end after
-// Options.SSELifetime, and clients reconnect from their offset.
+// Options.SSELifetime, and clients reconnect from their offset. An SSE
+// response that always has data ready asks Options.EndDue after every
+// write, so that it ends there too.
 package durablestreams

@@ -56,6 +56,16 @@ type Options struct {
 	// response ends there with a reconnect event whose reason is
 	// token_expired, and the client reconnects with fresh credentials.
 	Expires func(r *http.Request) time.Time
+	// EndDue, if set, reports why a live response to r must end now, or
+	// "": the server's rule for every stream it serves (package api gives
+	// its own: its shutdown, the token's exp). A response that always has
+	// data ready (catching up from far behind, a stream appended to
+	// without pause, a client that reads slowly) never waits on Stopping
+	// or a timer, so SSE responses ask after every write: at
+	// "token_expired" the response ends with a reconnect event of that
+	// reason, at any other it just ends. Defaults to "shutdown" once
+	// Stopping is done and "token_expired" from Expires on.
+	EndDue func(r *http.Request) string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -93,7 +103,22 @@ func (o *Options) setDefaults() {
 	if o.Expires == nil {
 		o.Expires = func(*http.Request) time.Time { return time.Time{} }
 	}
+	if o.EndDue == nil {
+		o.EndDue = func(r *http.Request) string {
+			if o.Stopping.Err() != nil {
+				return "shutdown"
+			}
+			if exp := o.Expires(r); !exp.IsZero() && !o.Now().Before(exp) {
+				return reasonTokenExpired
+			}
+			return ""
+		}
+	}
 }
+
+// reasonTokenExpired is the reason of the reconnect event that ends an SSE
+// response at its token's exp (and what Options.EndDue returns then).
+const reasonTokenExpired = "token_expired"
 
 // untilExpiry returns d, or less if the request's credentials expire
 // sooner (expiring is then set).

@@ -93,6 +93,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 			if res.UpToDate {
 				break
 			}
+			if sw.ended(r) {
+				return
+			}
 			if res, err = h.svc.Read(ctx, path, next); err != nil {
 				return // the stream is gone: end the response; the client's next request says why
 			}
@@ -117,8 +120,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 			return
 		case <-lifetime.C:
 			if expiring {
-				sw.buf.WriteString("event: reconnect\ndata: {\"reason\":\"token_expired\"}\n\n")
-				sw.flush()
+				sw.reconnect(reasonTokenExpired)
 			}
 			return
 		case <-keepAlive.C:
@@ -127,6 +129,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 				return
 			}
 		case <-f.Ready():
+			// Each batch is written as it comes: a follower that fell
+			// behind reads the log a page at a time, and what it reads is
+			// not held here, nor read on past the response's end.
 			for {
 				b, err := f.TryNext(ctx)
 				if err != nil {
@@ -140,17 +145,33 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 				}
 				next = b.Next
 				sw.control(next, true, b.Closed)
-				if b.Closed {
-					sw.flush()
+				if !sw.flush() || b.Closed || sw.ended(r) {
 					return
 				}
-			}
-			if !sw.flush() {
-				return
 			}
 			keepAlive.Reset(h.opts.LongPollTimeout)
 		}
 	}
+}
+
+// ended reports whether the response must end now (Options.EndDue),
+// having written the reconnect event its reason asks for.
+func (sw *sseWriter) ended(r *http.Request) bool {
+	why := sw.h.opts.EndDue(r)
+	if why == reasonTokenExpired {
+		sw.reconnect(why)
+	}
+	return why != ""
+}
+
+// reconnect writes a reconnect event of reason (an event the protocol's
+// clients skip as unknown; they reconnect when the response ends).
+func (sw *sseWriter) reconnect(reason string) {
+	b, _ := json.Marshal(map[string]string{"reason": reason})
+	sw.buf.WriteString("event: reconnect\ndata: ")
+	sw.buf.Write(b)
+	sw.buf.WriteString("\n\n")
+	sw.flush()
 }
 
 // data adds a data event holding items.
