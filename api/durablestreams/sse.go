@@ -27,6 +27,9 @@ type sseWriter struct {
 	jsonMode bool
 	base64   bool
 	buf      bytes.Buffer
+	// started is when the response started: its lifetime
+	// (Options.SSELifetime) counts from there, catch-up included.
+	started time.Time
 }
 
 // sse serves a read as Server-Sent Events: catch-up data, then live data,
@@ -38,6 +41,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		return
 	}
 	defer done()
+	started := time.Now()
 	ctx := r.Context()
 	var (
 		res *streams.ReadResult
@@ -56,7 +60,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		h.fail(w, r, err)
 		return
 	}
-	sw := &sseWriter{h: h, w: w, rc: http.NewResponseController(w), rq: rq,
+	sw := &sseWriter{h: h, w: w, rc: http.NewResponseController(w), rq: rq, started: started,
 		jsonMode: streams.IsJSON(in.ContentType) || in.ReadOnly, base64: !streams.IsText(in.ContentType) && !in.ReadOnly}
 	out := w.Header()
 	out.Set("Content-Type", "text/event-stream")
@@ -107,7 +111,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		return
 	}
 	defer f.Close()
-	life, expiring := h.untilExpiry(r, h.opts.SSELifetime)
+	life, expiring := h.untilExpiry(r, h.opts.SSELifetime-time.Since(started))
 	lifetime := time.NewTimer(life)
 	defer lifetime.Stop()
 	keepAlive := time.NewTicker(h.opts.LongPollTimeout)
@@ -154,14 +158,15 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 	}
 }
 
-// ended reports whether the response must end now (Options.EndDue),
-// having written the reconnect event its reason asks for.
+// ended reports whether the response must end now: at the end of its
+// lifetime, or for Options.EndDue, having written the reconnect event its
+// reason asks for.
 func (sw *sseWriter) ended(r *http.Request) bool {
 	why := sw.h.opts.EndDue(r)
 	if why == reasonTokenExpired {
 		sw.reconnect(why)
 	}
-	return why != ""
+	return why != "" || time.Since(sw.started) >= sw.h.opts.SSELifetime
 }
 
 // reconnect writes a reconnect event of reason (an event the protocol's
