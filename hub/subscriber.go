@@ -338,6 +338,16 @@ func (s *Subscriber) catchUp(ctx context.Context) ([]*tether.Record, error) {
 // when that returns nothing.
 func (s *Subscriber) Ready() <-chan struct{} { return s.ready }
 
+// Behind reports whether records already follow the last ones Next
+// returned: queued, or still to be read from History (the subscriber is
+// catching up). A reader that tells its client whether it has reached the
+// tail asks it after each Next.
+func (s *Subscriber) Behind() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0 || s.catchup
+}
+
 // ThreadID returns the thread the subscriber follows.
 func (s *Subscriber) ThreadID() string { return s.thread }
 

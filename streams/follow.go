@@ -26,6 +26,10 @@ type Batch struct {
 	Next string
 	// Closed says the stream was closed: nothing follows.
 	Closed bool
+	// More says more is already known to follow (the follower fell
+	// behind and reads the log a page at a time): the batch does not
+	// reach the tail, and a reader must not say it is up to date.
+	More bool
 }
 
 // Follow follows a stream from offset after, which must be its tail as a
@@ -121,6 +125,7 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 			continue
 		}
 		b.Next = wire(f.pos)
+		b.More = !f.deleted && !b.Closed && f.sub.Behind()
 		if f.src.v != nil {
 			f.s.touch(f.src.id, f.src.v, true)
 		}

@@ -47,10 +47,15 @@ type env struct {
 	svc   *streams.Service
 	clock *clock
 	opts  streams.Options
+	hopts hub.Options // the hub's, for tests of a follower that falls behind
 }
 
 func newEnv(t *testing.T, opts streams.Options) *env {
-	e := &env{t: t, dir: t.TempDir(), clock: newClock(), opts: opts}
+	return newEnvHub(t, opts, hub.Options{})
+}
+
+func newEnvHub(t *testing.T, opts streams.Options, hopts hub.Options) *env {
+	e := &env{t: t, dir: t.TempDir(), clock: newClock(), opts: opts, hopts: hopts}
 	if e.opts.Now == nil {
 		e.opts.Now = e.clock.Now
 	}
@@ -64,7 +69,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := hub.New(st.ReadEvents, hub.Options{})
+	h := hub.New(st.ReadEvents, e.hopts)
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	svc := streams.New(st, h, e.opts)
 	if err := svc.Start(context.Background()); err != nil {

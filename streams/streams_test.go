@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/hub"
 	"github.com/tetherhq/tether/streams"
 )
 
@@ -364,4 +365,42 @@ func asError(err error, target **streams.Error) bool {
 		*target = se
 	}
 	return ok
+}
+
+// TestFollowerBehindIsNotUpToDate: a follower that fell behind catches up
+// from the log a page at a time, and its batches say there is more
+// (Batch.More) until the last: a long poll or an SSE read marked every
+// batch up to date, so a client took the first page of a catch-up for
+// the tail.
+func TestFollowerBehindIsNotUpToDate(t *testing.T) {
+	e := newEnvHub(t, streams.Options{}, hub.Options{RingSize: 4, BufferEvents: 4, HistoryPage: 8})
+	ctx := ctxT(t)
+	e.create(streams.CreateRequest{Path: "b", ContentType: "text/plain"})
+	f, err := e.svc.Follow(ctx, "b", streams.OffsetNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want string
+	for i := range 43 { // the last page of 8 is short: the follower knows it is at the tail
+		c := string(rune('a' + i%26))
+		want += c
+		e.append("b", "text/plain", c)
+	}
+	var got string
+	for batches := 0; len(got) < len(want); batches++ {
+		b, err := f.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range b.Items {
+			got += string(it)
+		}
+		if last := len(got) == len(want); b.More == last {
+			t.Fatalf("batch %d ends at %d of %d characters: More %v", batches, len(got), len(want), b.More)
+		}
+	}
+	if got != want {
+		t.Fatalf("followed %q, want %q", got, want)
+	}
 }

@@ -317,7 +317,7 @@ func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, path string, 
 			continue
 		}
 		res := &streams.ReadResult{Info: *in, JSON: streams.IsJSON(in.ContentType) || in.ReadOnly, Items: b.Items,
-			Next: b.Next, UpToDate: true, Closed: b.Closed}
+			Next: b.Next, UpToDate: !b.More, Closed: b.Closed}
 		h.writeRead(w, r, path, rq, res, h.cursor(rq.cursor))
 		return
 	}

@@ -135,7 +135,11 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		case <-f.Ready():
 			// Each batch is written as it comes: a follower that fell
 			// behind reads the log a page at a time, and what it reads is
-			// not held here, nor read on past the response's end.
+			// not held here, nor read on past the response's end. Its
+			// batches are not up to date (Batch.More) until the last;
+			// when that one was a full page, the tail is known only from
+			// the empty read after it, which says so on its own.
+			behind := false
 			for {
 				b, err := f.TryNext(ctx)
 				if err != nil {
@@ -147,9 +151,15 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 				if len(b.Items) > 0 {
 					sw.data(b.Items)
 				}
-				next = b.Next
-				sw.control(next, true, b.Closed)
+				next, behind = b.Next, b.More
+				sw.control(next, !behind, b.Closed)
 				if !sw.flush() || b.Closed || sw.ended(r) {
+					return
+				}
+			}
+			if behind {
+				sw.control(next, true, false)
+				if !sw.flush() {
 					return
 				}
 			}
