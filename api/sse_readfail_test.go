@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/streams"
 )
 
 // failedReadStore fails the fail-th read of a thread's log (counted from
@@ -76,5 +78,33 @@ func TestSSEEndsWithReconnectWhenAReadFails(t *testing.T) {
 				t.Fatalf("the frame tells what the server's store said: %s", last.data)
 			}
 		})
+	}
+}
+
+// A Durable Streams SSE read of a thread log whose read of the log fails
+// after it started ends (the protocol has no error event; the client's
+// next request gets the error), and the server logs why: it ended with
+// nothing in the log, so an operator could not tell a store fault from
+// clients leaving.
+func TestDurableStreamsSSEReadFailureLogged(t *testing.T) {
+	var logs syncBuffer
+	st := &failedReadStore{Store: testutil.OpenStore(t, ""), err: errors.New("sqlite: disk I/O error")}
+	eopts := engine.Options{}
+	eopts.Hub.RingSize = 16
+	eopts.Hub.HistoryPage = 8
+	v := newEnvStreams(t, st, api.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, eopts, &streams.Options{ReadBytes: 512})
+	v.thread("t1")
+	run, lease := v.extRun("t1")
+	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+
+	st.fail = 2
+	st.armed.Store(true)
+	res := v.do("GET", "/v1/stream/threads/t1?offset=-1&live=sse", nil)
+	if res.status != 200 || !strings.Contains(string(res.body), "event: data") {
+		t.Fatalf("%d: %.200s", res.status, res.body)
+	}
+	if !strings.Contains(logs.String(), "disk I/O error") {
+		t.Fatalf("the failed read is not in the log:\n%s", logs.String())
 	}
 }

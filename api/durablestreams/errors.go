@@ -55,6 +55,24 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// cutShort logs why an SSE response already under way ended early, when
+// the cause is the server's (a failed read of the log), not the stream's
+// deletion or the client leaving: the response itself can only end, and
+// the client's next request gets the error.
+func (h *Handler) cutShort(r *http.Request, err error) {
+	var se *streams.Error
+	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if errors.As(err, &se) {
+		if status, _ := statusOf(se.Code); status < 500 {
+			return
+		}
+	}
+	h.log.Warn("durable streams SSE read ended early", "path", r.URL.Path,
+		"request_id", r.Header.Get("X-Request-Id"), "err", err)
+}
+
 // writeError answers with an error, in Tether's error body, with the
 // protocol's headers for a closed stream or a refused producer. It returns
 // the status.

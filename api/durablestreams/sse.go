@@ -101,7 +101,8 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 				return
 			}
 			if res, err = h.svc.Read(ctx, path, next); err != nil {
-				return // the stream is gone: end the response; the client's next request says why
+				h.cutShort(r, err)
+				return // end the response; the client's next request says why
 			}
 		}
 	}
@@ -143,6 +144,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 			for {
 				b, err := f.TryNext(ctx)
 				if err != nil {
+					h.cutShort(r, err)
 					return
 				}
 				if b == nil {
