@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -16,11 +17,23 @@ import (
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	streamedKey
+)
 
 func requestID(r *http.Request) string {
 	id, _ := r.Context().Value(requestIDKey).(string)
 	return id
+}
+
+// markStreamed records that the request answers with a stream or a long
+// poll (holdStream): how long it lasts is the client's or the wait's, so
+// it is kept out of the latency histogram.
+func markStreamed(r *http.Request) {
+	if b, ok := r.Context().Value(streamedKey).(*atomic.Bool); ok {
+		b.Store(true)
+	}
 }
 
 // statusWriter records the status and size of a response. It forwards
@@ -67,7 +80,8 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+		streamed := new(atomic.Bool)
+		r = r.WithContext(context.WithValue(context.WithValue(r.Context(), requestIDKey, id), streamedKey, streamed))
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -83,7 +97,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			s.metrics.request(route, r.Method, status, time.Since(start))
+			s.metrics.request(route, r.Method, status, time.Since(start), streamed.Load())
 			level := slog.LevelInfo
 			switch {
 			case status >= 500:

@@ -350,6 +350,7 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 // body's bytes back to the budget: a stream's body has been dealt with.
 // Over the limit it answers 429 rate_limited itself and returns ok false.
 func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	markStreamed(r)
 	rq := reqQuotaOf(r)
 	if rq == nil {
 		return func() {}, true
