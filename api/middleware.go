@@ -68,11 +68,13 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// observe logs each request, counts it, gives it a request ID and turns a
-// panic into a 500 that leaks nothing.
-func (s *Server) observe(route string, h http.Handler) http.Handler {
+// withRequestID gives every request its ID, the client's X-Request-Id if
+// it sent one of at most 128 characters, else a new one, and answers with
+// it. It is the outermost layer, so that every response carries it, also
+// those answered before a route is found (a Host refused, a preflight)
+// and /metrics.
+func withRequestID(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 128 {
 			var b [8]byte
@@ -80,8 +82,18 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// observe logs each request, counts it and turns a panic into a 500 that
+// leaks nothing.
+func (s *Server) observe(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := requestID(r)
 		streamed := new(atomic.Bool)
-		r = r.WithContext(context.WithValue(context.WithValue(r.Context(), requestIDKey, id), streamedKey, streamed))
+		r = r.WithContext(context.WithValue(r.Context(), streamedKey, streamed))
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
