@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,10 +71,16 @@ func newMetrics(e *engine.Engine) *metrics {
 	return m
 }
 
-func (m *metrics) request(route, method string, status int, d time.Duration) {
+// request counts a request and, unless it was answered with a stream or a
+// long poll (streamed), observes its duration: streams last as long as the
+// client stays, long polls as long as they wait. Which requests stream is
+// told by the request (holdStream), not its route: the same route may
+// answer a read at once or wait (Durable Streams, catch-up), and POST
+// routes answer with a run's stream (AG-UI, the AI SDK).
+func (m *metrics) request(route, method string, status int, d time.Duration, streamed bool) {
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	if status != http.StatusOK || strings.HasSuffix(route, "/events") && strings.HasPrefix(route, "GET ") || strings.HasSuffix(route, "/stream") {
-		return // streams last as long as the client stays
+	if streamed {
+		return
 	}
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
 }

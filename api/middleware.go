@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -16,11 +17,23 @@ import (
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	streamedKey
+)
 
 func requestID(r *http.Request) string {
 	id, _ := r.Context().Value(requestIDKey).(string)
 	return id
+}
+
+// markStreamed records that the request answers with a stream or a long
+// poll (holdStream): how long it lasts is the client's or the wait's, so
+// it is kept out of the latency histogram.
+func markStreamed(r *http.Request) {
+	if b, ok := r.Context().Value(streamedKey).(*atomic.Bool); ok {
+		b.Store(true)
+	}
 }
 
 // statusWriter records the status and size of a response. It forwards
@@ -55,11 +68,13 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// observe logs each request, counts it, gives it a request ID and turns a
-// panic into a 500 that leaks nothing.
-func (s *Server) observe(route string, h http.Handler) http.Handler {
+// withRequestID gives every request its ID, the client's X-Request-Id if
+// it sent one of at most 128 characters, else a new one, and answers with
+// it. It is the outermost layer, so that every response carries it, also
+// those answered before a route is found (a Host refused, a preflight)
+// and /metrics.
+func withRequestID(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 128 {
 			var b [8]byte
@@ -67,7 +82,18 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// observe logs each request, counts it and turns a panic into a 500 that
+// leaks nothing.
+func (s *Server) observe(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := requestID(r)
+		streamed := new(atomic.Bool)
+		r = r.WithContext(context.WithValue(r.Context(), streamedKey, streamed))
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -83,7 +109,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			s.metrics.request(route, r.Method, status, time.Since(start))
+			s.metrics.request(route, r.Method, status, time.Since(start), streamed.Load())
 			level := slog.LevelInfo
 			switch {
 			case status >= 500:

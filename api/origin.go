@@ -91,7 +91,7 @@ func fromBrowser(r *http.Request) bool {
 func (s *Server) front(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.LoopbackHosts && !s.hostAllowed(r.Host) {
-			s.log.Info("request refused: Host not allowed", "host", r.Host, "method", r.Method, "path", r.URL.Path)
+			s.log.Info("request refused: Host not allowed", "host", r.Host, "method", r.Method, "path", r.URL.Path, "request_id", requestID(r))
 			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest,
 				"Host %q is not allowed: this server answers only to loopback names (localhost, 127.0.0.1, [::1]); add names with --allowed-hosts", truncate(r.Host, 100)))
 			return

@@ -49,11 +49,19 @@ func newQuotas(lim Limits, now func() time.Time) *quotas {
 	if now == nil {
 		now = time.Now
 	}
-	return &quotas{lim: lim, now: now, m: make(map[string]*principal), lastSweep: now(),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tether_limited_total", Help: "Requests refused by a limit (429, or 503 for body_budget), by limit.",
-		}, []string{"limit"})}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_limited_total", Help: "Requests refused by a limit (429, or 503 for body_budget), by limit.",
+	}, []string{"limit"})
+	for _, l := range limitLabels {
+		refused.WithLabelValues(l)
+	}
+	return &quotas{lim: lim, now: now, m: make(map[string]*principal), lastSweep: now(), refused: refused}
 }
+
+// limitLabels are the values of tether_limited_total's label. Each is
+// served from the start, at 0: a series that appears at its first refusal
+// hides that refusal from rate() and increase().
+var limitLabels = []string{"threads", "runs", "appends", "append_bytes", "streams", "body_budget"}
 
 // limitCollectors returns the limits' metrics: refusals, principals held,
 // and the bytes of the body budget in use.
@@ -350,6 +358,7 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 // body's bytes back to the budget: a stream's body has been dealt with.
 // Over the limit it answers 429 rate_limited itself and returns ok false.
 func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	markStreamed(r)
 	rq := reqQuotaOf(r)
 	if rq == nil {
 		return func() {}, true

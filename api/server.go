@@ -272,7 +272,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.Handle(rt.pattern, h)
 	}
-	return s.front(s.cors(mux))
+	return withRequestID(s.front(s.cors(mux)))
 }
 
 // Shutdown marks the server not ready, tells every open stream to

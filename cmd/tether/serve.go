@@ -119,12 +119,10 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	if *memLimit != "" {
 		n, err := parseBytes(*memLimit)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("--memory-limit must be a size such as 512MiB or 2GiB, not %q", *memLimit)
+			fmt.Fprintf(stderr, "tether serve: --memory-limit ($TETHER_MEMORY_LIMIT) must be a size such as 512MiB or 2GiB, not %q\n", *memLimit)
+			return errUsage
 		}
 		c.memoryLimit = n
-	}
-	if c.runConcurrency < 1 {
-		return fmt.Errorf("--run-concurrency must be at least 1, not %d", c.runConcurrency)
 	}
 	if err := checkServeValues(c, *maxBodyInFlight); err != nil {
 		fmt.Fprintf(stderr, "tether serve: %v\n", err)
@@ -180,7 +178,7 @@ func checkServeValues(c serveConfig, maxBodyInFlight int) error {
 		flag, env string
 		v         int
 	}{{"max-body", "TETHER_MAX_BODY", c.maxBody}, {"max-event", "TETHER_MAX_EVENT", c.maxEvent},
-		{"max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", c.maxWSSubs}} {
+		{"max-ws-subscriptions", "TETHER_MAX_WS_SUBSCRIPTIONS", c.maxWSSubs}, {"run-concurrency", "TETHER_RUN_CONCURRENCY", c.runConcurrency}} {
 		if n.v <= 0 {
 			return fmt.Errorf("--%s ($%s) must be at least 1, not %d", n.flag, n.env, n.v)
 		}

@@ -32,6 +32,10 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 		{args: []string{"--nats-replicas", "0"}, flag: "--nats-replicas"},
 		{args: []string{"--nats-replicas", "7"}, flag: "--nats-replicas"},
 		{args: []string{"--max-body-in-flight", "-7"}, flag: "--max-body-in-flight"},
+		{args: []string{"--run-concurrency", "0"}, flag: "--run-concurrency"},
+		{args: []string{"--memory-limit", "0"}, flag: "--memory-limit"},
+		{args: []string{"--memory-limit", "-5MiB"}, flag: "--memory-limit"},
+		{args: []string{"--limit-streams", "-1"}, flag: "--limit-streams"},
 		{env: map[string]string{"TETHER_HEARTBEAT": "-1s"}, flag: "--heartbeat"},
 		{env: map[string]string{"TETHER_MAX_BODY": "0"}, flag: "--max-body"},
 	}
