@@ -107,4 +107,8 @@ func TestDurableStreamsSSEReadFailureLogged(t *testing.T) {
 	if !strings.Contains(logs.String(), "disk I/O error") {
 		t.Fatalf("the failed read is not in the log:\n%s", logs.String())
 	}
+	// Under the ID the answer carries, which the server gave it.
+	if id := res.header.Get("X-Request-Id"); id == "" || !strings.Contains(logs.String(), "ended early\" path=/v1/stream/threads/t1 request_id="+id) {
+		t.Fatalf("the log line does not carry the answer's request id %q:\n%s", id, logs.String())
+	}
 }

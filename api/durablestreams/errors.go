@@ -51,7 +51,7 @@ func statusOf(c streams.Code) (int, string) {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status := writeError(w, r, err); status >= 500 {
 		h.log.Error("durable streams request failed", "method", r.Method, "path", r.URL.Path,
-			"request_id", r.Header.Get("X-Request-Id"), "err", err)
+			"request_id", w.Header().Get("X-Request-Id"), "err", err)
 	}
 }
 
@@ -59,7 +59,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // the cause is the server's (a failed read of the log), not the stream's
 // deletion or the client leaving: the response itself can only end, and
 // the client's next request gets the error.
-func (h *Handler) cutShort(r *http.Request, err error) {
+func (h *Handler) cutShort(w http.ResponseWriter, r *http.Request, err error) {
 	var se *streams.Error
 	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
 		return
@@ -70,7 +70,7 @@ func (h *Handler) cutShort(r *http.Request, err error) {
 		}
 	}
 	h.log.Warn("durable streams SSE read ended early", "path", r.URL.Path,
-		"request_id", r.Header.Get("X-Request-Id"), "err", err)
+		"request_id", w.Header().Get("X-Request-Id"), "err", err)
 }
 
 // writeError answers with an error, in Tether's error body, with the

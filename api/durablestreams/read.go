@@ -117,7 +117,7 @@ func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, path string, r
 		// The headers are out: all that is left is to end the answer
 		// short (Content-Length tells the client).
 		h.log.Warn("durable streams catch-up read cut short", "path", r.URL.Path,
-			"request_id", r.Header.Get("X-Request-Id"), "err", err)
+			"request_id", w.Header().Get("X-Request-Id"), "err", err)
 	}
 }
 

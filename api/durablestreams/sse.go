@@ -101,7 +101,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 				return
 			}
 			if res, err = h.svc.Read(ctx, path, next); err != nil {
-				h.cutShort(r, err)
+				h.cutShort(w, r, err)
 				return // end the response; the client's next request says why
 			}
 		}
@@ -144,7 +144,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 			for {
 				b, err := f.TryNext(ctx)
 				if err != nil {
-					h.cutShort(r, err)
+					h.cutShort(w, r, err)
 					return
 				}
 				if b == nil {
