@@ -62,9 +62,10 @@ func TestServeRefusesATokenNoClientCanSend(t *testing.T) {
 			}
 			return ""
 		}
-		err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, env, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "--token") || strings.Contains(err.Error(), "0123456789") {
-			t.Fatalf("token %q: %v, want an error naming --token, not echoing it", tok, err)
+		var stderr strings.Builder
+		err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, env, io.Discard, &stderr)
+		if err != errUsage || !strings.Contains(stderr.String(), "--token") || strings.Contains(stderr.String(), "0123456789") {
+			t.Fatalf("token %q: %v, %q: want a usage error naming --token, not echoing it", tok, err, stderr.String())
 		}
 	}
 }

@@ -128,6 +128,24 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 		fmt.Fprintf(stderr, "tether serve: %v\n", err)
 		return errUsage
 	}
+	// The log's, the token's and the public URL's values are checked here
+	// too, so that every value a flag cannot mean is a usage error (exit 2).
+	if _, err := newLogger(c.logLevel, c.logFormat, io.Discard); err != nil {
+		fmt.Fprintf(stderr, "tether serve: %v\n", err)
+		return errUsage
+	}
+	if c.token != "" {
+		if err := checkToken(c.token); err != nil {
+			fmt.Fprintf(stderr, "tether serve: %v\n", err)
+			return errUsage
+		}
+	}
+	if c.publicURL != "" {
+		if _, err := publicURL(c.publicURL, nil); err != nil {
+			fmt.Fprintf(stderr, "tether serve: %v\n", err)
+			return errUsage
+		}
+	}
 	for _, l := range []struct {
 		flag, val string
 		to        *api.Rate
@@ -478,17 +496,26 @@ func redactURL(s string) string {
 	return strings.Join(parts, ",")
 }
 
+// checkToken refuses a --token no client could use. It never quotes the
+// token.
+func checkToken(token string) error {
+	if len(token) < 16 {
+		return errors.New("--token ($TETHER_TOKEN) must be at least 16 characters")
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		// No client can send it (header values lose their outer
+		// spaces and may not hold control characters): every request
+		// would be refused. Often a CR from an env file.
+		return errors.New("--token ($TETHER_TOKEN) must not hold spaces or control characters (a CR from an env file?)")
+	}
+	return nil
+}
+
 func loadKeys(c serveConfig) ([]api.Key, error) {
 	var keys []api.Key
 	if c.token != "" {
-		if len(c.token) < 16 {
-			return nil, errors.New("--token must be at least 16 characters")
-		}
-		if strings.IndexFunc(c.token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-			// No client can send it (header values lose their outer
-			// spaces and may not hold control characters): every request
-			// would be refused. Often a CR from an env file.
-			return nil, errors.New("--token ($TETHER_TOKEN) must not hold spaces or control characters (a CR from an env file?)")
+		if err := checkToken(c.token); err != nil {
+			return nil, err
 		}
 		keys = append(keys, api.Key{Token: c.token, Role: api.RoleAdmin, Name: "token"})
 	}

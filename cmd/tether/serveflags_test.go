@@ -36,6 +36,12 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 		{args: []string{"--memory-limit", "0"}, flag: "--memory-limit"},
 		{args: []string{"--memory-limit", "-5MiB"}, flag: "--memory-limit"},
 		{args: []string{"--limit-streams", "-1"}, flag: "--limit-streams"},
+		{args: []string{"--log-level", "loud"}, flag: "--log-level"},
+		{args: []string{"--log-format", "xml"}, flag: "--log-format"},
+		{args: []string{"--public-url", "tether.example.com"}, flag: "--public-url"},
+		{env: map[string]string{"TETHER_LOG_LEVEL": "verbose"}, flag: "--log-level"},
+		{args: []string{"--token", "short"}, flag: "--token"},
+		{env: map[string]string{"TETHER_TOKEN": "0123456789abcdef0123\r"}, flag: "--token"},
 		{env: map[string]string{"TETHER_HEARTBEAT": "-1s"}, flag: "--heartbeat"},
 		{env: map[string]string{"TETHER_MAX_BODY": "0"}, flag: "--max-body"},
 	}
