@@ -33,8 +33,13 @@ func newFlagSet(name, synopsis string, env func(string) string, stderr io.Writer
 	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: env}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: tether %s\n\nFlags (each also read from the environment variable shown):\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: tether %s\n", synopsis)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 { // a command without flags (version) has no Flags section
+			fmt.Fprintf(stderr, "\nFlags (each also read from the environment variable shown):\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

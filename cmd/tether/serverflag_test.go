@@ -38,3 +38,14 @@ func TestClientCommandsRefuseAServerThatIsNotAURL(t *testing.T) {
 		}
 	}
 }
+
+// The help of a command without flags has no empty Flags section.
+func TestHelpWithoutFlags(t *testing.T) {
+	var stderr strings.Builder
+	if err := versionCmd(context.Background(), []string{"-h"}, noEnv, io.Discard, &stderr); err == nil {
+		t.Fatal("version -h: no error")
+	}
+	if !strings.Contains(stderr.String(), "Usage: tether version") || strings.Contains(stderr.String(), "Flags") {
+		t.Fatalf("version -h:\n%s", stderr.String())
+	}
+}
