@@ -566,6 +566,27 @@ func TestWSThreadDeleted(t *testing.T) {
 	}
 }
 
+// A subscription ends with thread_deleted when its thread is deleted, also
+// when a thread of the same ID is created again at once: the reason was
+// looked up in the store after the fact, found the new thread, and said
+// shutdown.
+func TestWSThreadDeletedAndCreatedAgain(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	w := v.ws("")
+	for i := range 30 {
+		v.thread("t1")
+		id := fmt.Sprintf("s%d", i)
+		w.subscribe(id, "thread_id", "t1", "after", "now")
+		w.expect("subscribed", id)
+		v.mustDo(204, "DELETE", "/v1/threads/t1", nil)
+		v.thread("t1")
+		if m := w.read(); m.Op != "end" || m.Reason != "thread_deleted" {
+			t.Fatalf("try %d: frame %s", i, m.raw)
+		}
+		v.mustDo(204, "DELETE", "/v1/threads/t1", nil)
+	}
+}
+
 func TestWSShutdown(t *testing.T) {
 	v := newEnv(t, api.Options{})
 	v.thread("t1")

@@ -224,11 +224,14 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 		return wsShutdown
 	default:
 	}
-	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
+	// Closed, and not by shutdown: by the thread's deletion, as the SSE
+	// stream reads it. (Not from a look in the store: a thread of the same
+	// ID may already have been created again.)
+	if errors.Is(err, hub.ErrClosed) {
 		return wsThreadDeleted
 	}
-	if errors.Is(err, hub.ErrClosed) {
-		return wsShutdown
+	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
+		return wsThreadDeleted
 	}
 	wc.s.log.Warn("websocket subscription ended", "request_id", wc.reqID, "id", sub.id,
 		"thread", sub.es.ThreadID, "err", err)
