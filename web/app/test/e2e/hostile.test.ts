@@ -1,0 +1,144 @@
+// What others send, shown by the page on the real binary in a real
+// Chromium: an agent's text, tool calls, data, question and error full of
+// markup and very long words (always text, never markup; wrapped at phone
+// width, never cut off). Screenshots: artifacts/screenshots/11-*.png.
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Server, launch, newPage, send, shot, waitForRunStatus } from './helpers.js';
+
+let browser: Browser;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  browser = await launch();
+});
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function setup(args: string[] = [], opts: Parameters<typeof newPage>[1] = {}) {
+  const server = await Server.start(args);
+  cleanups.push(() => server.stop());
+  const p = await newPage(browser, opts);
+  cleanups.push(() => p.context.close());
+  return { server, ...p };
+}
+
+const phone = { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true };
+
+/** The sidebar row of a thread. */
+const row = (page: Page, tid: string) => page.locator(`[data-testid="thread-item"][data-thread-id="${tid}"]`);
+
+/** Markup that would run if the page inserted it as HTML. */
+const EVIL = '<img src=x onerror="window.__injected=1"><b>bold</b>';
+/** A word too long for any line. */
+const LONG = 'x'.repeat(400);
+
+async function postJSON(server: Server, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
+  return res;
+}
+
+/**
+ * Sends a message to the external agent "ext" from the page and answers it
+ * as its worker would: reasoning, text, a tool call, a data part, then a
+ * question (EVIL and LONG everywhere). Returns the thread id and a function
+ * that appends more events.
+ */
+async function hostileRun(server: Server, page: Page): Promise<{ tid: string; append: (events: unknown[]) => Promise<void> }> {
+  await page.goto(`${server.url}/?agent=ext`);
+  const tid = await send(page, `${EVIL} ${LONG}`);
+  const claim = (await (await postJSON(server, '/v1/workers/claim', { worker_id: 'w', agents: ['ext'], wait_ms: 10_000 })).json()) as {
+    run: { id: string };
+    lease: { token: string };
+  };
+  const append = async (events: unknown[]) => {
+    await postJSON(server, `/v1/runs/${claim.run.id}/events`, events, { 'Tether-Lease': claim.lease.token });
+  };
+  await append([
+    { type: 'message.started', message_id: 'm1', role: 'assistant' },
+    { type: 'reasoning.delta', message_id: 'm1', delta: `${EVIL}${LONG}` },
+    { type: 'text.delta', message_id: 'm1', delta: `**${EVIL}** \`${EVIL}\` ${LONG}\n\`\`\`${EVIL}\n${EVIL}${LONG}\n\`\`\`\n` },
+    { type: 'tool.started', message_id: 'm1', call_id: 'c1', name: `${EVIL}${LONG}` },
+    { type: 'tool.finished', message_id: 'm1', call_id: 'c1', input: { q: EVIL + LONG }, output: { html: EVIL + LONG } },
+    { type: 'message.finished', message_id: 'm1', status: 'done' },
+    { type: 'message.created', message: { id: 'm2', role: 'assistant', parts: [{ type: 'data', name: `${EVIL}${LONG}`, data: { x: EVIL } }] } },
+    { type: 'run.waiting', request: { id: 'q1', kind: 'input', payload: { prompt: `${EVIL} ${LONG}` } } },
+  ]);
+  await page.getByTestId('input-form').waitFor();
+  return { tid, append };
+}
+
+/**
+ * Elements whose content sticks out of them sideways and is not scrolled
+ * or cut with an ellipsis on purpose (a code block scrolls, a title ends in
+ * "…"): text a person cannot read in full.
+ */
+function overflowing(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const vw = document.documentElement.clientWidth;
+    for (const el of document.querySelectorAll<HTMLElement>('#app *')) {
+      const cs = getComputedStyle(el);
+      if (cs.display === 'inline' || cs.display === 'none' || el.closest('pre.codeblock')) continue;
+      const clipped = cs.overflowX !== 'visible';
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) continue;
+      if ((!clipped && el.scrollWidth > el.clientWidth + 1) || r.right > vw + 1) out.push(`${el.tagName.toLowerCase()}.${el.className}`);
+    }
+    return out;
+  });
+}
+
+describe('what others send', () => {
+  it('shows markup from the user, the agent and the server as text, never as HTML', async () => {
+    const { server, page, errors } = await setup(['--agents', 'ext']);
+    const { tid, append } = await hostileRun(server, page);
+    expect(await page.getByTestId('input-prompt').textContent()).toBe(`${EVIL} ${LONG}`);
+    await page.getByTestId('input-value').fill(EVIL);
+    await page.getByTestId('input-submit').click();
+    await waitForRunStatus(page, 'running'); // the answer reached the run
+    await append([{ type: 'run.finished', status: 'error', error: { code: 'agent_error', message: `${EVIL} ${LONG}` } }]);
+    await waitForRunStatus(page, 'error');
+    await shot(page, '11-markup-as-text');
+
+    expect(await page.evaluate(() => (window as { __injected?: number }).__injected)).toBeUndefined();
+    expect(await page.locator('#app img, #app b').count()).toBe(0);
+    expect(await page.getByTestId('run-status').textContent()).toBe(`${EVIL} ${LONG}`);
+    expect(await page.getByTestId('tool-name').textContent()).toBe(`${EVIL}${LONG}`);
+    expect(await page.locator('[data-role="user"] .parts').first().textContent()).toBe(`${EVIL} ${LONG}`);
+    expect(await page.locator('.text strong').first().textContent()).toBe(EVIL); // **…** is markdown, its inside text
+    expect(await page.locator('.codeblock code').first().textContent()).toBe(`${EVIL}${LONG}`);
+    expect(await row(page, tid).locator('.thread-title').textContent()).toBe(`${EVIL} ${LONG}`.slice(0, 57) + '…');
+    expect(await page.title()).toBe(`${`${EVIL} ${LONG}`.slice(0, 57)}… — Tether`);
+    expect(errors).toEqual([]);
+  });
+
+  it('wraps very long words at phone width: nothing is cut off or scrolls the page sideways', async () => {
+    const { server, page, errors } = await setup(['--agents', 'ext'], phone);
+    const { append } = await hostileRun(server, page);
+    await shot(page, '11-phone-long-question');
+    expect(await overflowing(page)).toEqual([]);
+    await page.getByTestId('input-value').fill('fine');
+    await page.getByTestId('input-submit').click();
+    await waitForRunStatus(page, 'running'); // the answer reached the run
+    await append([{ type: 'run.finished', status: 'error', error: { code: 'agent_error', message: `Could not fetch https://example.com/${LONG}` } }]);
+    await waitForRunStatus(page, 'error');
+    await shot(page, '11-phone-long-error');
+    expect(await overflowing(page)).toEqual([]);
+
+    // A long agent name in Options, and the server's error about it.
+    await page.goto(`${server.url}/?agent=${'y'.repeat(300)}`);
+    await page.getByTestId('composer-input').fill('hi');
+    await page.getByTestId('send').click();
+    await page.getByTestId('composer-error').waitFor();
+    await shot(page, '11-phone-long-agent');
+    expect(await overflowing(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    expect(errors).toEqual([]);
+  });
+});
