@@ -54,6 +54,14 @@ export class ChatView {
     return this.live?.id;
   }
 
+  /**
+   * Whether the thread shown does not exist: never did, or was deleted
+   * (while open, its stream ends with not_found).
+   */
+  get gone(): boolean {
+    return this.live?.store.getState().error?.code === 'not_found';
+  }
+
   /** The store view of the thread shown. */
   get view(): StoreView | undefined {
     return this.live?.store.getState();
@@ -129,9 +137,14 @@ export class ChatView {
     const v = live.store.getState();
     const err = v.error;
     if (err && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
-    if (!v.loaded) {
-      if (err?.code === 'not_found') this.showStatus('This conversation does not exist, or it was deleted.', 'bad');
+    if (!v.loaded || this.gone) {
+      if (this.gone) this.showStatus('This conversation does not exist, or it was deleted.', 'bad');
       else if (err) this.showStatus(`Could not load this conversation: ${err.message}`, 'bad');
+      if (this.runs.size > 0) {
+        // Deleted while open: what it showed is gone from the server too.
+        this.runs = new Map();
+        this.list.replaceChildren();
+      }
       this.host.onThread(undefined, v);
       return;
     }

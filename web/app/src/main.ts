@@ -88,7 +88,8 @@ class App {
 
   private async send(text: string, o: RunOptions): Promise<void> {
     try {
-      let tid = this.chat.threadId;
+      // A thread that does not exist (deleted while open) gets no run: the message starts a new one.
+      let tid = this.chat.gone ? undefined : this.chat.threadId;
       if (!tid) {
         const thread = await this.client.createThread({ metadata: { title: titleFrom(text) } });
         tid = thread.id;
@@ -117,7 +118,7 @@ class App {
     } else if (v) {
       setText(this.title, v.threadId ?? '');
     }
-    const active = v?.activeRun;
+    const active = thread ? v?.activeRun : undefined; // none in a thread that is not loaded, or deleted
     this.composer.setActive(!!active, !!active?.cancel_requested_at);
     this.renderConnection();
   }

@@ -1,10 +1,10 @@
 // What others send, shown by the page on the real binary in a real
 // Chromium: an agent's text, tool calls, data, question and error full of
 // markup and very long words (always text, never markup; wrapped at phone
-// width, never cut off). Screenshots: artifacts/screenshots/11-*.png.
+// width, never cut off), and a thread deleted while it is open. Screenshots: artifacts/screenshots/11-*.png.
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, launch, newPage, send, shot, waitForRunStatus } from './helpers.js';
+import { Server, launch, newPage, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
 
 let browser: Browser;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -139,6 +139,34 @@ describe('what others send', () => {
     await shot(page, '11-phone-long-agent');
     expect(await overflowing(page)).toEqual([]);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    expect(errors).toEqual([]);
+  });
+
+  it('says so when the open thread is deleted, drops it from the list, and a new message starts a new thread', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=40`);
+    const tid = await send(page, 'Soon gone');
+    await waitForWords(page, 5); // deleted mid-run
+    await row(page, tid).waitFor();
+    expect(await page.getByTestId('stop').isVisible()).toBe(true);
+    const res = await fetch(`${server.url}/v1/threads/${encodeURIComponent(tid)}`, { method: 'DELETE' });
+    expect(res.status).toBe(204);
+
+    await expect.poll(() => page.getByTestId('pane-status').textContent(), { timeout: 10_000 }).toBe('This conversation does not exist, or it was deleted.');
+    expect(await page.getByTestId('pane-status').isVisible()).toBe(true);
+    expect(await page.getByTestId('run').count()).toBe(0);
+    expect(await page.getByTestId('stop').isVisible()).toBe(false); // no run to stop
+    await expect.poll(() => row(page, tid).count(), { timeout: 10_000 }).toBe(0);
+    await shot(page, '11-deleted-while-open');
+
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0#/t/${encodeURIComponent(tid)}`); // short runs from here; the page reopens it
+    await expect.poll(() => page.getByTestId('pane-status').textContent(), { timeout: 10_000 }).toBe('This conversation does not exist, or it was deleted.');
+    await page.getByTestId('composer-input').fill('Still here?');
+    await page.getByTestId('send').click();
+    await page.waitForURL((u) => !u.hash.includes(encodeURIComponent(tid)) && /#\/t\/.+/.test(u.hash));
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+    expect(await page.getByTestId('pane-status').isVisible()).toBe(false);
     expect(errors).toEqual([]);
   });
 });
