@@ -1,10 +1,11 @@
 // What others send, shown by the page on the real binary in a real
 // Chromium: an agent's text, tool calls, data, question and error full of
 // markup and very long words (always text, never markup; wrapped at phone
-// width, never cut off), and a thread deleted while it is open. Screenshots: artifacts/screenshots/11-*.png.
+// width, never cut off), a thread deleted while it is open, and more
+// threads than the list's first page. Screenshots: artifacts/screenshots/11-*.png.
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, launch, newPage, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
+import { Server, apiPost, launch, newPage, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
 
 let browser: Browser;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -167,6 +168,23 @@ describe('what others send', () => {
     await waitForRunStatus(page, 'done');
     expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
     expect(await page.getByTestId('pane-status').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+  });
+
+  it('lists more threads than its first page: "Show more" reaches the oldest', async () => {
+    const { server, page, errors } = await setup();
+    const ids: string[] = [];
+    for (let i = 0; i < 130; i++) ids.push((await apiPost<{ id: string }>(server, '/v1/threads', { metadata: { title: `Thread ${i}` } })).id);
+    await page.goto(server.url);
+    await expect.poll(() => page.getByTestId('thread-item').count(), { timeout: 10_000 }).toBe(100);
+    expect(await row(page, ids[0]!).count()).toBe(0); // the oldest is not on the first page
+    await page.getByTestId('threads-more').click();
+    await expect.poll(() => page.getByTestId('thread-item').count(), { timeout: 10_000 }).toBe(130);
+    expect(await row(page, ids[0]!).locator('.thread-title').textContent()).toBe('Thread 0');
+    expect(await page.getByTestId('threads-more').isVisible()).toBe(false);
+    // The next polls keep them all.
+    await page.waitForTimeout(2500);
+    expect(await page.getByTestId('thread-item').count()).toBe(130);
     expect(errors).toEqual([]);
   });
 });
