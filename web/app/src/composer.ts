@@ -172,6 +172,10 @@ export class Composer {
     } finally {
       this.sending = false;
       this.sendBtn.disabled = false;
+      // A click on Send or a suggestion leaves the focus on a button that
+      // hides as the run starts: back to the box, so the next words go there.
+      const at = document.activeElement;
+      if (!at || at === document.body || this.el.contains(at)) this.focus();
     }
   }
 

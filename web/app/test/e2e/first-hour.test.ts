@@ -112,6 +112,24 @@ describe('first hour', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps the focus in the message box after Send or a suggestion is clicked', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
+    const focused = () => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName);
+    await page.locator('.chip').first().click();
+    await page.waitForURL(/#\/t\/.+/);
+    await expect.poll(focused, { timeout: 10_000 }).toBe('composer-input');
+    await waitForRunStatus(page, 'done');
+    await page.getByTestId('composer-input').fill('And with the button');
+    await page.getByTestId('send').click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 2);
+    await expect.poll(focused, { timeout: 10_000 }).toBe('composer-input');
+    await waitForRunStatus(page, 'done');
+    await page.keyboard.type('typed right away'); // where a person types next
+    expect(await page.getByTestId('composer-input').inputValue()).toBe('typed right away');
+    expect(errors).toEqual([]);
+  });
+
   it('shows titles as plain text, also at phone width', async () => {
     const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
