@@ -88,11 +88,11 @@ export class ChatView {
     this.schedule();
   }
 
-  /** Starts a run on the thread shown. */
-  async startRun(body: Parameters<LiveThread['startRun']>[0]): Promise<Run> {
+  /** Starts a run on the thread shown; `key` is its Idempotency-Key. */
+  async startRun(body: Parameters<LiveThread['startRun']>[0], key: string): Promise<Run> {
     const live = this.live;
     if (!live) throw new Error('no thread is open');
-    return live.startRun(body, { idempotencyKey: newKey() });
+    return live.startRun(body, { idempotencyKey: key });
   }
 
   /** Asks to cancel the active run. */
@@ -176,7 +176,8 @@ export class ChatView {
   }
 }
 
-function newKey(): string {
+/** A new Idempotency-Key. */
+export function newKey(): string {
   return globalThis.crypto?.randomUUID?.() ?? `k${Date.now().toString(36)}${Math.random().toString(36).slice(2)}`;
 }
 

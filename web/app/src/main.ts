@@ -4,7 +4,7 @@
 
 import { TetherClient, type ConnectionState, type StoreView, type TetherError, type Thread } from '@tether/client';
 import { askForToken, authReason, tokenSource } from './auth.js';
-import { ChatView, isAuthError } from './chat.js';
+import { ChatView, isAuthError, newKey } from './chat.js';
 import { Composer } from './composer.js';
 import { h, icon, setData, setText } from './dom.js';
 import { firstUserText, optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
@@ -27,6 +27,13 @@ class App {
   private readonly root: HTMLElement;
   private reachable = true;
   private authAsked = false;
+  /**
+   * The last message whose send failed, with its Idempotency-Key: its run
+   * may exist all the same (a 503 or a network error does not say), so
+   * sending the same message to the same thread again reuses the key and
+   * the server answers with that run instead of making a second.
+   */
+  private unsent: { threadId: string; body: string; key: string } | undefined;
 
   constructor(mount: HTMLElement) {
     const onAuthError = (err: TetherError) => this.authError(err);
@@ -97,11 +104,17 @@ class App {
         location.hash = `#/t/${encodeURIComponent(tid)}`;
       }
       const metadata = runMetadata(o);
-      await this.chat.startRun({
+      const body = {
         ...(o.agent ? { agent: o.agent } : {}),
-        input: { messages: [{ role: 'user', content: text }] },
+        input: { messages: [{ role: 'user' as const, content: text }] },
         ...(metadata ? { metadata } : {}),
-      });
+      };
+      const json = JSON.stringify(body);
+      const u = this.unsent;
+      const key = u && u.threadId === tid && u.body === json ? u.key : newKey();
+      this.unsent = { threadId: tid, body: json, key };
+      await this.chat.startRun(body, key);
+      this.unsent = undefined;
       void this.threads.refresh();
     } catch (err) {
       if (isAuthError(err)) this.authError(err);

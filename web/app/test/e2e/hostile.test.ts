@@ -187,4 +187,36 @@ describe('what others send', () => {
     expect(await page.getByTestId('thread-item').count()).toBe(130);
     expect(errors).toEqual([]);
   });
+
+  it('sends a message again after an answer was lost without making its run twice', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    const tid = await send(page, 'First');
+    await waitForRunStatus(page, 'done');
+    // The next run is made, but its answer is lost on the way back: the
+    // page hears 503 unavailable ("outcome unknown, retry").
+    let lost = 0;
+    await page.route('**/v1/threads/*/runs', async (route) => {
+      if (route.request().method() !== 'POST' || lost > 0) return route.continue();
+      lost++;
+      await route.fetch();
+      await route.fulfill({ status: 503, json: { error: { code: 'unavailable', message: 'the write timed out: its outcome is unknown' } } });
+    });
+    await page.getByTestId('composer-input').fill('Only once, please');
+    await page.getByTestId('send').click();
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 10_000 }).toContain('outcome is unknown');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 2);
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-input').inputValue()).toBe('Only once, please'); // kept, to send again
+
+    await page.getByTestId('send').click(); // sends it again
+    await expect.poll(() => page.getByTestId('composer-input').inputValue(), { timeout: 10_000 }).toBe('');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+    const snap = await server.get<{ runs: unknown[]; messages: { role: string }[] }>(`/v1/threads/${encodeURIComponent(tid)}`);
+    expect(snap.runs.length).toBe(2);
+    expect(snap.messages.filter((m) => m.role === 'user').length).toBe(2);
+    expect(await page.getByTestId('run').count()).toBe(2);
+    expect(lost).toBe(1);
+    expect(errors).toEqual([]);
+  });
 });
