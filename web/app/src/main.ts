@@ -2,10 +2,10 @@
 // open thread (URL hash #/t/<id>, so a reload reopens it) and a composer.
 // Everything live comes from @tether/client.
 
-import { TetherClient, type ConnectionState, type StoreView, type TetherError, type Thread } from '@tether/client';
+import { TetherClient, TetherError, type ConnectionState, type StoreView, type Thread } from '@tether/client';
 import { askForToken, authReason, tokenSource } from './auth.js';
 import { ChatView, isAuthError, newKey } from './chat.js';
-import { Composer } from './composer.js';
+import { BUSY, Composer } from './composer.js';
 import { h, icon, setData, setText } from './dom.js';
 import { firstUserText, optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
 import { ThreadList, threadTitle } from './sidebar.js';
@@ -118,6 +118,8 @@ class App {
       void this.threads.refresh();
     } catch (err) {
       if (isAuthError(err)) this.authError(err);
+      // Another tab (or program) started a run this page has not heard of yet.
+      if (err instanceof TetherError && err.code === 'run_active') throw new Error(BUSY);
       throw err;
     }
   }
@@ -132,7 +134,7 @@ class App {
       setText(this.title, v.threadId ?? '');
     }
     const active = thread ? v?.activeRun : undefined; // none in a thread that is not loaded, or deleted
-    this.composer.setActive(!!active, !!active?.cancel_requested_at);
+    this.composer.setActive(!!active, !!active?.cancel_requested_at, active?.status === 'waiting' && !active.cancel_requested_at);
     this.renderConnection();
   }
 

@@ -130,6 +130,48 @@ describe('first hour', () => {
     expect(errors).toEqual([]);
   });
 
+  it('says why a message is not sent while a run is active, and sends it once the run ended', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=60&delay_ms=40`);
+    const tid = await send(page, 'A long one');
+    await page.waitForFunction(() => document.querySelector('[data-testid="run"]')?.getAttribute('data-status') === 'running');
+    await page.getByTestId('composer-input').fill('And another thing');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('A run is in progress: wait for it to end, or stop it.');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(true);
+    await shot(page, '9-busy-send');
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false); // said while it was so
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 2);
+    await waitForRunStatus(page, 'done');
+
+    // A run that waits for an answer: the page points at its form.
+    await page.getByTestId('options').locator('summary').click();
+    await page.getByTestId('opt-ask').check();
+    await page.getByTestId('composer-input').fill('Ask me first');
+    await page.getByTestId('composer-input').press('Enter');
+    await page.getByTestId('input-form').waitFor();
+    await page.getByTestId('composer-input').fill('Not the answer');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('The agent is waiting for your answer: use the form above, or stop the run.');
+    await page.getByTestId('input-value').fill('Short');
+    await page.getByTestId('input-submit').click();
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+
+    // Another tab started a run this one has not heard of yet: the server's
+    // 409 run_active says the same, in words, not ids.
+    await page.route('**/v1/threads/*/runs', (route) =>
+      route.fulfill({ status: 409, json: { error: { code: 'run_active', message: `thread ${tid} has an active run run_01x` } } }),
+    );
+    await page.getByTestId('composer-input').fill('Third');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('A run is in progress: wait for it to end, or stop it.');
+    expect(await page.getByTestId('composer-input').inputValue()).toBe('Third');
+    expect(errors).toEqual([]);
+  });
+
   it('shows titles as plain text, also at phone width', async () => {
     const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
