@@ -2,7 +2,7 @@
 // "Options" disclosure for the agent and the demo agent's settings.
 
 import { h, icon, setText } from './dom.js';
-import type { RunOptions } from './format.js';
+import { errorText, type RunOptions } from './format.js';
 
 /** What the composer says when a message is sent while a run is active. */
 export const BUSY = 'A run is in progress: wait for it to end, or stop it.';
@@ -183,7 +183,7 @@ export class Composer {
       // so that the answer has the room.
       this.optionsEl.open = false;
     } catch (err) {
-      this.showError(err instanceof Error ? err.message : String(err));
+      this.showError(errorText(err));
     } finally {
       this.sending = false;
       this.sendBtn.disabled = false;
@@ -200,7 +200,7 @@ export class Composer {
       await this.host.stop();
     } catch (err) {
       this.stopBtn.disabled = false;
-      this.showError(err instanceof Error ? err.message : String(err));
+      this.showError(errorText(err));
     }
   }
 }

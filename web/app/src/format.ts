@@ -53,6 +53,19 @@ export function spans(text: string): Span[] {
   return out;
 }
 
+/** What the page says when a request got no answer at all (offline, server down). */
+export const UNREACHABLE = 'Could not reach the server: check the connection, then try again.';
+
+/**
+ * What to tell a person about a failed request: the server's message, or,
+ * when no answer came (the client's `network` code), that the server could
+ * not be reached; not the browser's "Failed to fetch".
+ */
+export function errorText(err: unknown): string {
+  if (err && typeof err === 'object' && (err as { code?: unknown }).code === 'network') return UNREACHABLE;
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** JSON for people: indented, with strings kept as they are. */
 export function prettyJSON(v: JSONValue | undefined): string {
   if (v === undefined) return '';

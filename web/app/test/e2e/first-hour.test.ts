@@ -172,6 +172,22 @@ describe('first hour', () => {
     expect(errors).toEqual([]);
   });
 
+  it('says the server could not be reached when a message is sent offline, and sends it once back', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    await context.setOffline(true);
+    await page.getByTestId('composer-input').fill('Are you there?');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('Could not reach the server: check the connection, then try again.');
+    await context.setOffline(false);
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForURL(/#\/t\/.+/);
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+  });
+
   it('shows titles as plain text, also at phone width', async () => {
     const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     await page.goto(`${server.url}/?tokens=20&delay_ms=5`);

@@ -1,5 +1,6 @@
+import { TetherError } from '@tether/client';
 import { describe, expect, it } from 'vitest';
-import { blocks, duration, firstUserText, optionsFromQuery, plainTitle, requestPrompt, runMetadata, spans, threadBadge, threadStatusLabel, titleFrom, DEFAULT_OPTIONS } from '../../src/format.js';
+import { blocks, duration, errorText, firstUserText, optionsFromQuery, plainTitle, requestPrompt, runMetadata, spans, threadBadge, threadStatusLabel, titleFrom, DEFAULT_OPTIONS, UNREACHABLE } from '../../src/format.js';
 
 // What the page shows of a text, as characters: blocks and spans keep every
 // character of the text except the markers, so the DOM's text of a plain
@@ -107,5 +108,14 @@ describe('labels', () => {
     expect(titleFrom('**Bold** question')).toBe('Bold question');
     expect(firstUserText([{ role: 'assistant', parts: [{ type: 'text', text: 'no' }] }, { role: 'user', parts: [{ type: 'text', text: 'Hi ' }, { type: 'text', text: 'there' }] }])).toBe('Hi there');
     expect(firstUserText([{ role: 'user', parts: [] }])).toBeUndefined();
+  });
+});
+
+describe('errorText', () => {
+  it("says the server could not be reached for no answer, and the server's message otherwise", () => {
+    expect(errorText(new TetherError('network', 'Failed to fetch'))).toBe(UNREACHABLE);
+    expect(errorText(new TetherError('rate_limited', 'too many runs started: retry in 1s', 429))).toBe('too many runs started: retry in 1s');
+    expect(errorText(new Error('no thread is open'))).toBe('no thread is open');
+    expect(errorText('odd')).toBe('odd');
   });
 });
