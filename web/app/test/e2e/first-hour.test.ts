@@ -188,6 +188,34 @@ describe('first hour', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps the closed thread drawer out of the Tab order at phone width', async () => {
+    const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 } });
+    await page.goto(`${server.url}/?tokens=3&delay_ms=0`);
+    const tid = await send(page, 'One thread');
+    await waitForRunStatus(page, 'done');
+    await page.goto(`${server.url}/`);
+    await row(page, tid).waitFor({ state: 'attached' });
+    // Every stop of the Tab key is on the screen: none in the drawer hidden to the left.
+    const stops: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      await page.keyboard.press('Tab');
+      stops.push(
+        await page.evaluate(() => {
+          const e = document.activeElement as HTMLElement;
+          const r = e.getBoundingClientRect();
+          return r.right <= 0 || r.left >= innerWidth ? `off screen: ${e.tagName} ${e.textContent}` : 'on screen';
+        }),
+      );
+    }
+    expect(stops.filter((s) => s !== 'on screen')).toEqual([]);
+    // Opened, the drawer's links are there to use.
+    await page.getByTestId('menu').click();
+    await expect.poll(() => row(page, tid).isVisible(), { timeout: 5000 }).toBe(true);
+    await row(page, tid).focus();
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('data-testid'))).toBe('thread-item');
+    expect(errors).toEqual([]);
+  });
+
   it('shows titles as plain text, also at phone width', async () => {
     const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
