@@ -166,13 +166,20 @@ export function titleFrom(text: string): string {
   return plainTitle(text);
 }
 
+/** The characters of a text a title is made from: plenty for 60 of them, markers dropped. */
+const TITLE_HEAD = 1000;
+
 /**
  * Text for a title: markdown markers dropped (a title is shown as plain
  * text, where `**bold**` or a fence would show as is), one line, at most
- * 60 characters.
+ * 60 characters. Only the text's head is read: the page titles every
+ * thread on each render, and a message can be a megabyte (on which the
+ * link pattern, say, would take minutes).
  */
 export function plainTitle(text: string): string {
   const one = text
+    .trimStart()
+    .slice(0, TITLE_HEAD)
     .replace(/```[^\n]*\n?/g, ' ')
     .replace(/!?\[([^\]\n]*)\]\([^)\n]*\)/g, '$1')
     .replace(/`([^`\n]*)`/g, '$1')

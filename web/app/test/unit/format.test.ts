@@ -109,6 +109,15 @@ describe('labels', () => {
     expect(firstUserText([{ role: 'assistant', parts: [{ type: 'text', text: 'no' }] }, { role: 'user', parts: [{ type: 'text', text: 'Hi ' }, { type: 'text', text: 'there' }] }])).toBe('Hi there');
     expect(firstUserText([{ role: 'user', parts: [] }])).toBeUndefined();
   });
+
+  it('makes a title of a huge text from its head (hostile brackets do not stall the page)', () => {
+    // The sidebar and the header title every thread on each render: a
+    // title's cost must not grow with the text (a message is up to 1 MiB,
+    // a metadata title 64 KiB). Unbounded, these took minutes.
+    expect(plainTitle('['.repeat(1_000_000))).toBe(`${'['.repeat(57)}…`);
+    expect(plainTitle('[]('.repeat(300_000))).toBe(`${'[]('.repeat(19)}…`);
+    expect(titleFrom(`Look at [this](https://x.y/${'a'.repeat(100)}) ${'word '.repeat(200_000)}`)).toBe(`Look at this ${'word '.repeat(8)}word…`);
+  });
 });
 
 describe('errorText', () => {
