@@ -12,7 +12,7 @@ import type { Message, TetherClient, Thread } from '@tether/client';
 import { h, icon, reconcile, setData, setText } from './dom.js';
 import { ago, firstUserText, plainTitle, threadBadge } from './format.js';
 import { isAuthError } from './chat.js';
-import type { TetherError } from '@tether/client';
+import { TetherError } from '@tether/client';
 
 /** What the list tells the page. */
 export interface ThreadListHost {
@@ -203,7 +203,10 @@ export class ThreadList {
       }
       this.notice.hidden = false;
       const offline = navigator.onLine === false;
-      this.notice.replaceChildren(icon('alert'), h('span', {}, offline ? 'You are offline — retrying…' : 'Server unreachable — retrying…'));
+      // An answer (a 503 when the store is down, a 500) is not an unreachable server: say what it said.
+      const answered = err instanceof TetherError && err.status > 0;
+      const text = offline ? 'You are offline — retrying…' : answered ? `Server unavailable: ${err.message} — retrying…` : 'Server unreachable — retrying…';
+      this.notice.replaceChildren(icon('alert'), h('span', {}, text));
       this.host.onReachable(false);
     } finally {
       this.inflight = false;

@@ -1,8 +1,9 @@
 // What others send, shown by the page on the real binary in a real
 // Chromium: an agent's text, tool calls, data, question and error full of
 // markup and very long words (always text, never markup; wrapped at phone
-// width, never cut off), a thread deleted while it is open, and more
-// threads than the list's first page. Screenshots: artifacts/screenshots/11-*.png.
+// width, never cut off), a thread deleted while it is open, more threads
+// than the list's first page, a send whose answer was lost and an error
+// answer to the list's poll. Screenshots: artifacts/screenshots/11-*.png.
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Server, apiPost, launch, newPage, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
@@ -217,6 +218,23 @@ describe('what others send', () => {
     expect(snap.messages.filter((m) => m.role === 'user').length).toBe(2);
     expect(await page.getByTestId('run').count()).toBe(2);
     expect(lost).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it("says what the server answered when the thread list gets an error, not that the server is unreachable", async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(server.url);
+    await page.getByTestId('thread-list').waitFor();
+    const list = (u: URL) => u.pathname === '/v1/threads';
+    await page.route(
+      list,
+      (r) => r.fulfill({ status: 503, headers: { 'Retry-After': '1' }, json: { error: { code: 'unavailable', message: 'the store cannot be reached' } } }),
+    );
+    const notice = page.getByTestId('server-notice');
+    await expect.poll(() => notice.textContent(), { timeout: 10_000 }).toBe('Server unavailable: the store cannot be reached — retrying…');
+    await page.unroute(list);
+    await server.kill9(); // and now no answer at all
+    await expect.poll(() => notice.textContent(), { timeout: 10_000 }).toBe('Server unreachable — retrying…');
     expect(errors).toEqual([]);
   });
 });
