@@ -54,6 +54,14 @@ export class ChatView {
     return this.live?.id;
   }
 
+  /**
+   * Whether the thread shown does not exist: never did, or was deleted
+   * (while open, its stream ends with not_found).
+   */
+  get gone(): boolean {
+    return this.live?.store.getState().error?.code === 'not_found';
+  }
+
   /** The store view of the thread shown. */
   get view(): StoreView | undefined {
     return this.live?.store.getState();
@@ -80,11 +88,11 @@ export class ChatView {
     this.schedule();
   }
 
-  /** Starts a run on the thread shown. */
-  async startRun(body: Parameters<LiveThread['startRun']>[0]): Promise<Run> {
+  /** Starts a run on the thread shown; `key` is its Idempotency-Key. */
+  async startRun(body: Parameters<LiveThread['startRun']>[0], key: string): Promise<Run> {
     const live = this.live;
     if (!live) throw new Error('no thread is open');
-    return live.startRun(body, { idempotencyKey: newKey() });
+    return live.startRun(body, { idempotencyKey: key });
   }
 
   /** Asks to cancel the active run. */
@@ -129,9 +137,14 @@ export class ChatView {
     const v = live.store.getState();
     const err = v.error;
     if (err && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
-    if (!v.loaded) {
-      if (err?.code === 'not_found') this.showStatus('This conversation does not exist, or it was deleted.', 'bad');
+    if (!v.loaded || this.gone) {
+      if (this.gone) this.showStatus('This conversation does not exist, or it was deleted.', 'bad');
       else if (err) this.showStatus(`Could not load this conversation: ${err.message}`, 'bad');
+      if (this.runs.size > 0) {
+        // Deleted while open: what it showed is gone from the server too.
+        this.runs = new Map();
+        this.list.replaceChildren();
+      }
       this.host.onThread(undefined, v);
       return;
     }
@@ -163,7 +176,8 @@ export class ChatView {
   }
 }
 
-function newKey(): string {
+/** A new Idempotency-Key. */
+export function newKey(): string {
   return globalThis.crypto?.randomUUID?.() ?? `k${Date.now().toString(36)}${Math.random().toString(36).slice(2)}`;
 }
 

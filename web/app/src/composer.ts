@@ -2,7 +2,13 @@
 // "Options" disclosure for the agent and the demo agent's settings.
 
 import { h, icon, setText } from './dom.js';
-import type { RunOptions } from './format.js';
+import { errorText, type RunOptions } from './format.js';
+
+/** What the composer says when a message is sent while a run is active. */
+export const BUSY = 'A run is in progress: wait for it to end, or stop it.';
+
+/** What it says when that run waits for the person's answer (its form is above). */
+export const ANSWER = 'The agent is waiting for your answer: use the form above, or stop the run.';
 
 /** What the composer asks of the page. */
 export interface ComposerHost {
@@ -33,6 +39,7 @@ export class Composer {
   private readonly summary = h('span', { class: 'options-summary', testid: 'options-summary' });
   private sending = false;
   private active = false;
+  private waiting = false;
   private optionsEl!: HTMLDetailsElement;
 
   constructor(
@@ -103,11 +110,14 @@ export class Composer {
   }
 
   /**
-   * Whether a run is active (Send becomes Stop) and whether a stop was
-   * already asked for.
+   * Whether a run is active (Send becomes Stop), whether a stop was
+   * already asked for, and whether the run waits for an answer.
    */
-  setActive(active: boolean, stopping: boolean): void {
+  setActive(active: boolean, stopping: boolean, waiting = false): void {
     this.active = active;
+    this.waiting = active && waiting;
+    const said = this.error.textContent;
+    if ((said === BUSY && !active) || (said === ANSWER && !this.waiting)) this.showError(undefined);
     this.sendBtn.hidden = active;
     this.stopBtn.hidden = !active;
     this.stopBtn.disabled = stopping;
@@ -156,7 +166,12 @@ export class Composer {
 
   private async onSend(): Promise<void> {
     const text = this.text.value.trim();
-    if (!text || this.sending || this.active) return;
+    if (!text || this.sending) return;
+    if (this.active) {
+      // Enter while Send is Stop: the message waits in the box, and the page says why.
+      this.showError(this.waiting ? ANSWER : BUSY);
+      return;
+    }
     this.sending = true;
     this.sendBtn.disabled = true;
     this.showError(undefined);
@@ -168,10 +183,14 @@ export class Composer {
       // so that the answer has the room.
       this.optionsEl.open = false;
     } catch (err) {
-      this.showError(err instanceof Error ? err.message : String(err));
+      this.showError(errorText(err));
     } finally {
       this.sending = false;
       this.sendBtn.disabled = false;
+      // A click on Send or a suggestion leaves the focus on a button that
+      // hides as the run starts: back to the box, so the next words go there.
+      const at = document.activeElement;
+      if (!at || at === document.body || this.el.contains(at)) this.focus();
     }
   }
 
@@ -181,7 +200,7 @@ export class Composer {
       await this.host.stop();
     } catch (err) {
       this.stopBtn.disabled = false;
-      this.showError(err instanceof Error ? err.message : String(err));
+      this.showError(errorText(err));
     }
   }
 }

@@ -53,6 +53,19 @@ export function spans(text: string): Span[] {
   return out;
 }
 
+/** What the page says when a request got no answer at all (offline, server down). */
+export const UNREACHABLE = 'Could not reach the server: check the connection, then try again.';
+
+/**
+ * What to tell a person about a failed request: the server's message, or,
+ * when no answer came (the client's `network` code), that the server could
+ * not be reached; not the browser's "Failed to fetch".
+ */
+export function errorText(err: unknown): string {
+  if (err && typeof err === 'object' && (err as { code?: unknown }).code === 'network') return UNREACHABLE;
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** JSON for people: indented, with strings kept as they are. */
 export function prettyJSON(v: JSONValue | undefined): string {
   if (v === undefined) return '';
@@ -153,13 +166,20 @@ export function titleFrom(text: string): string {
   return plainTitle(text);
 }
 
+/** The characters of a text a title is made from: plenty for 60 of them, markers dropped. */
+const TITLE_HEAD = 1000;
+
 /**
  * Text for a title: markdown markers dropped (a title is shown as plain
  * text, where `**bold**` or a fence would show as is), one line, at most
- * 60 characters.
+ * 60 characters. Only the text's head is read: the page titles every
+ * thread on each render, and a message can be a megabyte (on which the
+ * link pattern, say, would take minutes).
  */
 export function plainTitle(text: string): string {
   const one = text
+    .trimStart()
+    .slice(0, TITLE_HEAD)
     .replace(/```[^\n]*\n?/g, ' ')
     .replace(/!?\[([^\]\n]*)\]\([^)\n]*\)/g, '$1')
     .replace(/`([^`\n]*)`/g, '$1')

@@ -2,10 +2,10 @@
 // open thread (URL hash #/t/<id>, so a reload reopens it) and a composer.
 // Everything live comes from @tether/client.
 
-import { TetherClient, type ConnectionState, type StoreView, type TetherError, type Thread } from '@tether/client';
+import { TetherClient, TetherError, type ConnectionState, type StoreView, type Thread } from '@tether/client';
 import { askForToken, authReason, tokenSource } from './auth.js';
-import { ChatView, isAuthError } from './chat.js';
-import { Composer } from './composer.js';
+import { ChatView, isAuthError, newKey } from './chat.js';
+import { BUSY, Composer } from './composer.js';
 import { h, icon, setData, setText } from './dom.js';
 import { firstUserText, optionsFromQuery, runMetadata, titleFrom, type RunOptions } from './format.js';
 import { ThreadList, threadTitle } from './sidebar.js';
@@ -27,6 +27,13 @@ class App {
   private readonly root: HTMLElement;
   private reachable = true;
   private authAsked = false;
+  /**
+   * The last message whose send failed, with its Idempotency-Key: its run
+   * may exist all the same (a 503 or a network error does not say), so
+   * sending the same message to the same thread again reuses the key and
+   * the server answers with that run instead of making a second.
+   */
+  private unsent: { threadId: string; body: string; key: string } | undefined;
 
   constructor(mount: HTMLElement) {
     const onAuthError = (err: TetherError) => this.authError(err);
@@ -88,7 +95,8 @@ class App {
 
   private async send(text: string, o: RunOptions): Promise<void> {
     try {
-      let tid = this.chat.threadId;
+      // A thread that does not exist (deleted while open) gets no run: the message starts a new one.
+      let tid = this.chat.gone ? undefined : this.chat.threadId;
       if (!tid) {
         const thread = await this.client.createThread({ metadata: { title: titleFrom(text) } });
         tid = thread.id;
@@ -96,14 +104,22 @@ class App {
         location.hash = `#/t/${encodeURIComponent(tid)}`;
       }
       const metadata = runMetadata(o);
-      await this.chat.startRun({
+      const body = {
         ...(o.agent ? { agent: o.agent } : {}),
-        input: { messages: [{ role: 'user', content: text }] },
+        input: { messages: [{ role: 'user' as const, content: text }] },
         ...(metadata ? { metadata } : {}),
-      });
+      };
+      const json = JSON.stringify(body);
+      const u = this.unsent;
+      const key = u && u.threadId === tid && u.body === json ? u.key : newKey();
+      this.unsent = { threadId: tid, body: json, key };
+      await this.chat.startRun(body, key);
+      this.unsent = undefined;
       void this.threads.refresh();
     } catch (err) {
       if (isAuthError(err)) this.authError(err);
+      // Another tab (or program) started a run this page has not heard of yet.
+      if (err instanceof TetherError && err.code === 'run_active') throw new Error(BUSY);
       throw err;
     }
   }
@@ -117,8 +133,8 @@ class App {
     } else if (v) {
       setText(this.title, v.threadId ?? '');
     }
-    const active = v?.activeRun;
-    this.composer.setActive(!!active, !!active?.cancel_requested_at);
+    const active = thread ? v?.activeRun : undefined; // none in a thread that is not loaded, or deleted
+    this.composer.setActive(!!active, !!active?.cancel_requested_at, active?.status === 'waiting' && !active.cancel_requested_at);
     this.renderConnection();
   }
 

@@ -5,7 +5,7 @@
 import type { Message, Run, TetherClient } from '@tether/client';
 import { TetherError, isTerminalRunStatus } from '@tether/client';
 import { h, icon, reconcile, setData, setText } from './dom.js';
-import { requestPrompt, runStatusText } from './format.js';
+import { errorText, requestPrompt, runStatusText } from './format.js';
 import { MessageView } from './message.js';
 
 /** What a run's view needs from the page. */
@@ -123,7 +123,7 @@ class InputForm {
       this.button.disabled = this.input.disabled = false;
       if (err instanceof TetherError && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
       this.error.hidden = false;
-      setText(this.error, err instanceof Error ? err.message : String(err));
+      setText(this.error, errorText(err));
     }
   }
 }

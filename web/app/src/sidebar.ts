@@ -12,7 +12,7 @@ import type { Message, TetherClient, Thread } from '@tether/client';
 import { h, icon, reconcile, setData, setText } from './dom.js';
 import { ago, firstUserText, plainTitle, threadBadge } from './format.js';
 import { isAuthError } from './chat.js';
-import type { TetherError } from '@tether/client';
+import { TetherError } from '@tether/client';
 
 /** What the list tells the page. */
 export interface ThreadListHost {
@@ -25,6 +25,12 @@ export interface ThreadListHost {
 }
 
 const POLL_MS = 2000;
+
+/** Threads listed at first, and added by each "Show more". */
+const PAGE = 100;
+
+/** The most threads one listing request may ask for (the server's limit). */
+const MAX_LIMIT = 1000;
 
 class Row {
   readonly el: HTMLAnchorElement;
@@ -87,6 +93,7 @@ export class ThreadList {
   private readonly list = h('nav', { class: 'threads', testid: 'thread-list', attrs: { 'aria-label': 'Conversations' } });
   private readonly empty = h('div', { class: 'threads-empty' }, 'No conversations yet.');
   private readonly notice = h('div', { class: 'threads-notice', testid: 'server-notice', attrs: { role: 'status' } });
+  private readonly moreBtn = h('button', { class: 'btn ghost threads-more', testid: 'threads-more', attrs: { type: 'button' } }, 'Show more');
   private readonly rows = new Map<string, Row>();
   private threads: Thread[] = [];
   private overlay: Thread | undefined;
@@ -96,7 +103,12 @@ export class ThreadList {
   private active: string | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private inflight = false;
+  private again = false;
   private stopped = false;
+  /** How many threads to list: the first page, and a page more for each "Show more". */
+  private want = PAGE;
+  /** Whether the server has threads beyond those listed. */
+  private more = false;
 
   constructor(
     private readonly client: TetherClient,
@@ -115,6 +127,12 @@ export class ThreadList {
       this.notice,
       this.list,
     );
+    this.moreBtn.addEventListener('click', () => {
+      this.want += PAGE;
+      this.moreBtn.disabled = true;
+      if (this.inflight) this.again = true; // the poll on its way asked for fewer: poll again once it is back
+      else void this.refresh();
+    });
     document.addEventListener('visibilitychange', () => {
       if (document.visibilityState === 'visible') void this.refresh();
     });
@@ -159,8 +177,22 @@ export class ThreadList {
     clearTimeout(this.timer);
     this.inflight = true;
     try {
-      const page = await this.client.listThreads({ limit: 100 });
-      this.threads = page.threads;
+      // The newest `want` threads, a page at a time (a thread that moved
+      // up between two pages may come twice: it is listed once).
+      const threads: Thread[] = [];
+      const seen = new Set<string>();
+      let cursor: string | undefined;
+      do {
+        const page = await this.client.listThreads({ limit: Math.min(this.want - threads.length, MAX_LIMIT), ...(cursor ? { cursor } : {}) });
+        for (const t of page.threads) {
+          if (seen.has(t.id)) continue;
+          seen.add(t.id);
+          threads.push(t);
+        }
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor && threads.length < this.want);
+      this.threads = threads;
+      this.more = cursor !== undefined;
       this.notice.hidden = true;
       this.host.onReachable(true);
       this.render();
@@ -171,11 +203,17 @@ export class ThreadList {
       }
       this.notice.hidden = false;
       const offline = navigator.onLine === false;
-      this.notice.replaceChildren(icon('alert'), h('span', {}, offline ? 'You are offline — retrying…' : 'Server unreachable — retrying…'));
+      // An answer (a 503 when the store is down, a 500) is not an unreachable server: say what it said.
+      const answered = err instanceof TetherError && err.status > 0;
+      const text = offline ? 'You are offline — retrying…' : answered ? `Server unavailable: ${err.message} — retrying…` : 'Server unreachable — retrying…';
+      this.notice.replaceChildren(icon('alert'), h('span', {}, text));
       this.host.onReachable(false);
     } finally {
       this.inflight = false;
-      if (!this.stopped && document.visibilityState !== 'hidden') this.timer = setTimeout(() => void this.refresh(), POLL_MS);
+      this.moreBtn.disabled = false;
+      const wait = this.again ? 0 : POLL_MS;
+      this.again = false;
+      if (!this.stopped && document.visibilityState !== 'hidden') this.timer = setTimeout(() => void this.refresh(), wait);
     }
   }
 
@@ -196,6 +234,7 @@ export class ThreadList {
       if (this.needsLookup(t)) this.lookup(t);
     }
     if (nodes.length === 0) nodes.push(this.empty);
+    if (this.more) nodes.push(this.moreBtn);
     reconcile(this.list, nodes);
   }
 

@@ -213,11 +213,12 @@ describe('chat page', () => {
     const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`);
     expect(await assistantText(page)).toBe(fa.content);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
-    expect(await page.getByTestId('sidebar').isVisible()).toBe(true); // in the DOM, off-canvas
+    expect(await page.getByTestId('sidebar').isVisible()).toBe(false); // in the DOM, off-canvas and hidden (out of the Tab order)
     expect(await page.getByTestId('sidebar').evaluate((el) => el.getBoundingClientRect().right)).toBeLessThanOrEqual(0);
     await shot(page, '6-phone-chat');
     await page.getByTestId('menu').click();
     await expect.poll(() => page.getByTestId('sidebar').evaluate((el) => el.getBoundingClientRect().left), { timeout: 10_000 }).toBe(0);
+    expect(await page.getByTestId('sidebar').isVisible()).toBe(true);
     await shot(page, '6-phone-drawer');
     expect(errors).toEqual([]);
   });

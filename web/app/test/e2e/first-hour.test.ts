@@ -112,6 +112,110 @@ describe('first hour', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps the focus in the message box after Send or a suggestion is clicked', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5`);
+    const focused = () => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName);
+    await page.locator('.chip').first().click();
+    await page.waitForURL(/#\/t\/.+/);
+    await expect.poll(focused, { timeout: 10_000 }).toBe('composer-input');
+    await waitForRunStatus(page, 'done');
+    await page.getByTestId('composer-input').fill('And with the button');
+    await page.getByTestId('send').click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 2);
+    await expect.poll(focused, { timeout: 10_000 }).toBe('composer-input');
+    await waitForRunStatus(page, 'done');
+    await page.keyboard.type('typed right away'); // where a person types next
+    expect(await page.getByTestId('composer-input').inputValue()).toBe('typed right away');
+    expect(errors).toEqual([]);
+  });
+
+  it('says why a message is not sent while a run is active, and sends it once the run ended', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=60&delay_ms=40`);
+    const tid = await send(page, 'A long one');
+    await page.waitForFunction(() => document.querySelector('[data-testid="run"]')?.getAttribute('data-status') === 'running');
+    await page.getByTestId('composer-input').fill('And another thing');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('A run is in progress: wait for it to end, or stop it.');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(true);
+    await shot(page, '9-busy-send');
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false); // said while it was so
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 2);
+    await waitForRunStatus(page, 'done');
+
+    // A run that waits for an answer: the page points at its form.
+    await page.getByTestId('options').locator('summary').click();
+    await page.getByTestId('opt-ask').check();
+    await page.getByTestId('composer-input').fill('Ask me first');
+    await page.getByTestId('composer-input').press('Enter');
+    await page.getByTestId('input-form').waitFor();
+    await page.getByTestId('composer-input').fill('Not the answer');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('The agent is waiting for your answer: use the form above, or stop the run.');
+    await page.getByTestId('input-value').fill('Short');
+    await page.getByTestId('input-submit').click();
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+
+    // Another tab started a run this one has not heard of yet: the server's
+    // 409 run_active says the same, in words, not ids.
+    await page.route('**/v1/threads/*/runs', (route) =>
+      route.fulfill({ status: 409, json: { error: { code: 'run_active', message: `thread ${tid} has an active run run_01x` } } }),
+    );
+    await page.getByTestId('composer-input').fill('Third');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('A run is in progress: wait for it to end, or stop it.');
+    expect(await page.getByTestId('composer-input').inputValue()).toBe('Third');
+    expect(errors).toEqual([]);
+  });
+
+  it('says the server could not be reached when a message is sent offline, and sends it once back', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    await context.setOffline(true);
+    await page.getByTestId('composer-input').fill('Are you there?');
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('Could not reach the server: check the connection, then try again.');
+    await context.setOffline(false);
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForURL(/#\/t\/.+/);
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('composer-error').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+  });
+
+  it('keeps the closed thread drawer out of the Tab order at phone width', async () => {
+    const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 } });
+    await page.goto(`${server.url}/?tokens=3&delay_ms=0`);
+    const tid = await send(page, 'One thread');
+    await waitForRunStatus(page, 'done');
+    await page.goto(`${server.url}/`);
+    await row(page, tid).waitFor({ state: 'attached' });
+    // Every stop of the Tab key is on the screen: none in the drawer hidden to the left.
+    const stops: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      await page.keyboard.press('Tab');
+      stops.push(
+        await page.evaluate(() => {
+          const e = document.activeElement as HTMLElement;
+          const r = e.getBoundingClientRect();
+          return r.right <= 0 || r.left >= innerWidth ? `off screen: ${e.tagName} ${e.textContent}` : 'on screen';
+        }),
+      );
+    }
+    expect(stops.filter((s) => s !== 'on screen')).toEqual([]);
+    // Opened, the drawer's links are there to use.
+    await page.getByTestId('menu').click();
+    await expect.poll(() => row(page, tid).isVisible(), { timeout: 5000 }).toBe(true);
+    await row(page, tid).focus();
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('data-testid'))).toBe('thread-item');
+    expect(errors).toEqual([]);
+  });
+
   it('shows titles as plain text, also at phone width', async () => {
     const { server, page, errors } = await setup([], { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     await page.goto(`${server.url}/?tokens=20&delay_ms=5`);

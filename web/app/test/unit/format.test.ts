@@ -1,5 +1,6 @@
+import { TetherError } from '@tether/client';
 import { describe, expect, it } from 'vitest';
-import { blocks, duration, firstUserText, optionsFromQuery, plainTitle, requestPrompt, runMetadata, spans, threadBadge, threadStatusLabel, titleFrom, DEFAULT_OPTIONS } from '../../src/format.js';
+import { blocks, duration, errorText, firstUserText, optionsFromQuery, plainTitle, requestPrompt, runMetadata, spans, threadBadge, threadStatusLabel, titleFrom, DEFAULT_OPTIONS, UNREACHABLE } from '../../src/format.js';
 
 // What the page shows of a text, as characters: blocks and spans keep every
 // character of the text except the markers, so the DOM's text of a plain
@@ -107,5 +108,23 @@ describe('labels', () => {
     expect(titleFrom('**Bold** question')).toBe('Bold question');
     expect(firstUserText([{ role: 'assistant', parts: [{ type: 'text', text: 'no' }] }, { role: 'user', parts: [{ type: 'text', text: 'Hi ' }, { type: 'text', text: 'there' }] }])).toBe('Hi there');
     expect(firstUserText([{ role: 'user', parts: [] }])).toBeUndefined();
+  });
+
+  it('makes a title of a huge text from its head (hostile brackets do not stall the page)', () => {
+    // The sidebar and the header title every thread on each render: a
+    // title's cost must not grow with the text (a message is up to 1 MiB,
+    // a metadata title 64 KiB). Unbounded, these took minutes.
+    expect(plainTitle('['.repeat(1_000_000))).toBe(`${'['.repeat(57)}…`);
+    expect(plainTitle('[]('.repeat(300_000))).toBe(`${'[]('.repeat(19)}…`);
+    expect(titleFrom(`Look at [this](https://x.y/${'a'.repeat(100)}) ${'word '.repeat(200_000)}`)).toBe(`Look at this ${'word '.repeat(8)}word…`);
+  });
+});
+
+describe('errorText', () => {
+  it("says the server could not be reached for no answer, and the server's message otherwise", () => {
+    expect(errorText(new TetherError('network', 'Failed to fetch'))).toBe(UNREACHABLE);
+    expect(errorText(new TetherError('rate_limited', 'too many runs started: retry in 1s', 429))).toBe('too many runs started: retry in 1s');
+    expect(errorText(new Error('no thread is open'))).toBe('no thread is open');
+    expect(errorText('odd')).toBe('odd');
   });
 });
