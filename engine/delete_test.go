@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -325,31 +326,38 @@ func TestDeleteEndsSubscriptionSetUpAcross(t *testing.T) {
 
 // A load that read "no such thread" before the thread was created must
 // not answer a caller that came after the create and joined it.
+// It runs in a synctest bubble so that the test knows when the run's
+// request waits for the load, rather than sleep and hope it does.
 func TestLoadJoinedAfterCreate(t *testing.T) {
-	hs := newHoldStore(t)
-	e := newHeldEngine(t, hs, engine.Options{})
-	hs.arm("LoadThread")
-	first := make(chan error, 1)
-	go func() {
-		_, err := e.Thread(context.Background(), "t1")
-		first <- err
-	}()
-	hs.wait(t, "LoadThread") // it read: no such thread
-	mustThread(t, e, "t1")
-	second := make(chan error, 1)
-	go func() {
-		_, err := e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "echo", Input: userInput("hi")})
-		second <- err
-	}()
-	// The run's request finds the load in flight and waits for it.
-	time.Sleep(50 * time.Millisecond)
-	hs.release <- struct{}{}
-	if err := <-first; tether.CodeOf(err) != tether.CodeNotFound {
-		t.Errorf("the load that read before the create: %v, want not_found", err)
-	}
-	if err := <-second; err != nil {
-		t.Errorf("a run created after its thread: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHoldStore(t)
+		e := newHeldEngine(t, hs, engine.Options{})
+		hs.arm("LoadThread")
+		first := make(chan error, 1)
+		go func() {
+			_, err := e.Thread(context.Background(), "t1")
+			first <- err
+		}()
+		hs.wait(t, "LoadThread") // it read: no such thread
+		mustThread(t, e, "t1")
+		second := make(chan error, 1)
+		go func() {
+			_, err := e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "echo", Input: userInput("hi")})
+			second <- err
+		}()
+		// The run's request finds the load in flight and waits for it.
+		synctest.Wait()
+		if len(second) != 0 {
+			t.Fatalf("the run's request answered (%v) while the load it joined was held", <-second)
+		}
+		hs.release <- struct{}{}
+		if err := <-first; tether.CodeOf(err) != tether.CodeNotFound {
+			t.Errorf("the load that read before the create: %v, want not_found", err)
+		}
+		if err := <-second; err != nil {
+			t.Errorf("a run created after its thread: %v", err)
+		}
+	})
 }
 
 // Another node deletes a thread while this node loads it: the load read
