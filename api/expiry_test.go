@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -16,7 +14,6 @@ import (
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
-	"github.com/tetherhq/tether/streams"
 )
 
 // newExpiryEnv is a token env whose streams beat often, with user A's
@@ -190,47 +187,19 @@ func TestDurableStreamsLongPollEndsAtTokenExpiry(t *testing.T) {
 	})
 }
 
-// newBubbleExpiry is newExpiryEnv for a test in a synctest bubble: a
-// server on the bubble's clock, served without a listener (a goroutine in
-// a network call would keep the bubble's clock from moving), whose waits
-// last an hour but for a token's exp, with user A's thread tA and a token
-// of user A that expires in a minute.
+// newBubbleExpiry is newExpiryEnv for a test in a synctest bubble
+// (newBubbleServer): its waits last an hour but for a token's exp, with
+// user A's thread tA and a token of user A that expires in a minute.
 func newBubbleExpiry(t *testing.T) (h http.Handler, tok string, exp time.Time) {
 	t.Helper()
-	st := testutil.OpenStore(t, "")
-	e := engine.New(st, engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ds := streams.New(st, e.Hub(), streams.Options{})
-	if err := ds.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := api.New(e, api.Options{Streams: ds, LongPollTimeout: time.Hour, MaxWait: time.Hour,
-		Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience}})
-	t.Cleanup(func() {
-		srv.Shutdown()
-		ds.Close()
-		e.Close()
-	})
+	h = newBubbleServer(t, testutil.OpenStore(t, ""), api.Options{LongPollTimeout: time.Hour, MaxWait: time.Hour,
+		Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience}}, engine.Options{})
 	exp = time.Now().Add(time.Minute)
 	tok = mint(t, nil, jwt.MapClaims{"sub": "alice", "aud": tkAudience, "exp": exp.Unix(), "iat": time.Now().Unix()})
-	h = srv.Handler()
 	if r := serveOnce(h, "POST", "/v1/threads", `{"id":"tA"}`, append(bearer(tok), "Content-Type", "application/json")...); r.status != http.StatusCreated {
 		t.Fatalf("create thread: %d %s", r.status, r.body)
 	}
 	return h, tok, exp
-}
-
-// serveOnce serves one request on h in the calling goroutine.
-func serveOnce(h http.Handler, method, path, body string, hdr ...string) *resp {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return &resp{rec.Code, rec.Header(), rec.Body.Bytes()}
 }
 
 // A stream that catches up from the store when its token's exp passes
