@@ -553,24 +553,28 @@ func TestWorkerDroppedAnswers(t *testing.T) {
 
 // TestWorkerServerDown takes the server away right after it committed an
 // append, for a while shorter than the lease: the worker retries, keeps
-// its lease and finishes the run, each event once.
+// its lease and finishes the run, each event once. On the clock of a
+// synctest bubble, so that the second away is a second, not whatever a
+// loaded machine makes of it against the 2s lease.
 func TestWorkerServerDown(t *testing.T) {
-	v := newWorkerEnv(t, engine.Options{LeaseTTL: 2 * time.Second})
-	v.faults.set(func(f *faults) { f.downAt = 8 })
-	words := wordList(20)
-	v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 5*time.Millisecond)}})
-	run := v.newRun("sp", "hi")
-	testutil.Eventually(t, 10*time.Second, "the server to go down", func() bool {
-		var down bool
-		v.faults.set(func(f *faults) { down = f.down })
-		return down
+	synctest.Test(t, func(t *testing.T) {
+		v := newWorkerEnvNet(t, engine.Options{LeaseTTL: 2 * time.Second}, api.Options{}, "", newPipeListener())
+		v.faults.set(func(f *faults) { f.downAt = 8 })
+		words := wordList(20)
+		v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 5*time.Millisecond)}})
+		run := v.newRun("sp", "hi")
+		testutil.Eventually(t, 10*time.Second, "the server to go down", func() bool {
+			var down bool
+			v.faults.set(func(f *faults) { down = f.down })
+			return down
+		})
+		time.Sleep(time.Second)
+		v.faults.set(func(f *faults) { f.down = false })
+		if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+			t.Fatalf("run ended %s %+v", got.Status, got.Error)
+		}
+		checkOnce(t, v.events(run.ID), words)
 	})
-	time.Sleep(time.Second)
-	v.faults.set(func(f *faults) { f.down = false })
-	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
-		t.Fatalf("run ended %s %+v", got.Status, got.Error)
-	}
-	checkOnce(t, v.events(run.ID), words)
 }
 
 // TestWorkerGivesUp keeps the server away past the lease: the agent's
