@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -33,35 +34,48 @@ func (s *slowStartStore) Commit(ctx context.Context, b *store.Batch) (*store.Res
 // A claim whose run.started takes longer to commit than the claim's wait
 // is still answered with the run: the wait ending must not give up a claim
 // that is being committed, or the run is left started under a lease no
-// worker received (it would end aborted worker_lost, never worked on).
+// worker received (it would end aborted worker_lost, never worked on). It
+// runs in a synctest bubble, so that the commit is held for exactly as long
+// as the test says, whatever the machine's load.
 func TestClaimAnsweredWhenItsCommitOutlastsTheWait(t *testing.T) {
-	st := &slowStartStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
-	v := newEnvStore(t, st, api.Options{}, engine.Options{LeaseTTL: time.Hour})
-	v.thread("t1")
-	var run tether.Run
-	v.mustDo(201, "POST", "/v1/threads/t1/runs", `{"agent":"ext"}`).json(&run)
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStartStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
+		h := newBubbleServer(t, st, api.Options{}, engine.Options{LeaseTTL: time.Hour})
+		serveOnce(h, "POST", "/v1/threads", `{"id":"t1"}`)
+		var run tether.Run
+		if r := serveOnce(h, "POST", "/v1/threads/t1/runs", `{"agent":"ext"}`); r.status != 201 {
+			t.Fatalf("create run: %d %s", r.status, r.body)
+		} else {
+			r.json(&run)
+		}
 
-	got := make(chan *resp, 1)
-	go func() {
-		got <- v.do("POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":0}`)
-	}()
-	<-st.held
-	// Longer than the wait and its second of slack.
-	time.Sleep(1500 * time.Millisecond)
-	close(st.release)
-	r := <-got
-	if r.status != 200 {
-		t.Fatalf("claim answered %d %s, want 200 with the run", r.status, r.body)
-	}
-	var c struct {
-		Run   tether.Run
-		Lease struct{ Token string }
-	}
-	r.json(&c)
-	if c.Run.ID != run.ID || c.Lease.Token == "" {
-		t.Fatalf("claim: %s", r.body)
-	}
-	v.mustDo(200, "POST", "/v1/runs/"+run.ID+"/events", `[{"type":"run.finished","status":"done"}]`, "Tether-Lease", c.Lease.Token)
+		got := make(chan *resp, 1)
+		go func() {
+			got <- serveOnce(h, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":0}`)
+		}()
+		<-st.held
+		// Longer than the wait and its second of slack (shorter than the
+		// 30s a claim's commit is bounded by): on the bubble's clock, every
+		// timer of the claim up to then fires.
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		close(st.release)
+		r := <-got
+		if r.status != 200 {
+			t.Fatalf("claim answered %d %s, want 200 with the run", r.status, r.body)
+		}
+		var c struct {
+			Run   tether.Run
+			Lease struct{ Token string }
+		}
+		r.json(&c)
+		if c.Run.ID != run.ID || c.Lease.Token == "" {
+			t.Fatalf("claim: %s", r.body)
+		}
+		if r := serveOnce(h, "POST", "/v1/runs/"+run.ID+"/events", `[{"type":"run.finished","status":"done"}]`, "Tether-Lease", c.Lease.Token); r.status != 200 {
+			t.Fatalf("finish: %d %s", r.status, r.body)
+		}
+	})
 }
 
 // A claim's wait_ms above what the server waits is capped at the

@@ -5,11 +5,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // newExpiryEnv is a token env whose streams beat often, with user A's
@@ -114,17 +118,18 @@ func TestWebSocketEndsAtTokenExpiry(t *testing.T) {
 	}
 }
 
-// A JSON long poll never waits past the token's exp: with the clock a
-// second before exp, a wait of 30s answers (with nothing) at once.
+// A JSON long poll never waits past the token's exp: with a second left
+// before exp, a wait of an hour answers (with nothing) at exp. It runs on
+// the clock of a synctest bubble, which reads when the wait ended exactly.
 func TestLongPollBoundedByExpiry(t *testing.T) {
-	var clk clock
-	v, tok := newExpiryEnv(t, &clk)
-	clk.advance(time.Minute - time.Second)
-	start := time.Now()
-	r := v.mustDo(200, "GET", "/v1/threads/tA/events?after=now&wait=30", nil, append(bearer(tok), "Accept", "application/json")...)
-	if time.Since(start) > 20*time.Second {
-		t.Fatalf("the long poll waited %v, past the token's exp: %s", time.Since(start), r.body)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, tok, exp := newBubbleExpiry(t)
+		time.Sleep(time.Until(exp) - time.Second)
+		r := serveOnce(h, "GET", "/v1/threads/tA/events?after=now&wait=3600000", "", append(bearer(tok), "Accept", "application/json")...)
+		if r.status != http.StatusOK || time.Now().After(exp) {
+			t.Fatalf("the long poll answered %d %s %v after the token's exp", r.status, r.body, time.Since(exp))
+		}
+	})
 }
 
 // An expired token gets 401 token_expired (so that a client refreshes it
@@ -146,8 +151,8 @@ func TestTokenExpired(t *testing.T) {
 }
 
 // A Durable Streams SSE read ends at its token's exp with reconnect
-// token_expired, and a long poll answers (204) by then; the clock is set
-// just short of exp before each request, since these wait on timers.
+// token_expired; the clock is set just short of exp, since the stream
+// waits on timers.
 func TestDurableStreamsEndAtTokenExpiry(t *testing.T) {
 	var clk clock
 	v, tok := newExpiryEnv(t, &clk)
@@ -165,15 +170,36 @@ func TestDurableStreamsEndAtTokenExpiry(t *testing.T) {
 	if last.event != "reconnect" || last.data != `{"reason":"token_expired"}` {
 		t.Fatalf("last frame %+v, want reconnect token_expired", last)
 	}
+}
 
-	clk.advance(exp.Sub(clk.now()) - 50*time.Millisecond)
-	r := v.do("HEAD", "/v1/stream/threads/tA", nil, bearer(tok)...)
-	next := r.header.Get("Stream-Next-Offset")
-	start := time.Now()
-	r = v.do("GET", "/v1/stream/threads/tA?offset="+next+"&live=long-poll", nil, bearer(tok)...)
-	if r.status != http.StatusNoContent || time.Since(start) > 30*time.Second {
-		t.Fatalf("long poll at exp: %d %s after %v", r.status, r.body, time.Since(start))
+// A Durable Streams long poll answers (204) at its token's exp, not after
+// its wait of an hour; on the clock of a synctest bubble.
+func TestDurableStreamsLongPollEndsAtTokenExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, tok, exp := newBubbleExpiry(t)
+		time.Sleep(time.Until(exp) - 50*time.Millisecond)
+		r := serveOnce(h, "HEAD", "/v1/stream/threads/tA", "", bearer(tok)...)
+		next := r.header.Get("Stream-Next-Offset")
+		r = serveOnce(h, "GET", "/v1/stream/threads/tA?offset="+next+"&live=long-poll", "", bearer(tok)...)
+		if r.status != http.StatusNoContent || time.Now().After(exp) {
+			t.Fatalf("long poll at exp: %d %s %v after exp", r.status, r.body, time.Since(exp))
+		}
+	})
+}
+
+// newBubbleExpiry is newExpiryEnv for a test in a synctest bubble
+// (newBubbleServer): its waits last an hour but for a token's exp, with
+// user A's thread tA and a token of user A that expires in a minute.
+func newBubbleExpiry(t *testing.T) (h http.Handler, tok string, exp time.Time) {
+	t.Helper()
+	h = newBubbleServer(t, testutil.OpenStore(t, ""), api.Options{LongPollTimeout: time.Hour, MaxWait: time.Hour,
+		Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience}}, engine.Options{})
+	exp = time.Now().Add(time.Minute)
+	tok = mint(t, nil, jwt.MapClaims{"sub": "alice", "aud": tkAudience, "exp": exp.Unix(), "iat": time.Now().Unix()})
+	if r := serveOnce(h, "POST", "/v1/threads", `{"id":"tA"}`, append(bearer(tok), "Content-Type", "application/json")...); r.status != http.StatusCreated {
+		t.Fatalf("create thread: %d %s", r.status, r.body)
 	}
+	return h, tok, exp
 }
 
 // A stream that catches up from the store when its token's exp passes

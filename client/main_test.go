@@ -49,14 +49,29 @@ func (r *recorder) all() []seen {
 // (from 1) and what was received, and a client of it with short backoffs.
 func serve(t *testing.T, h func(n int, s seen, w http.ResponseWriter, r *http.Request)) (*Client, *recorder) {
 	t.Helper()
+	return serveOn(t, nil, h)
+}
+
+// serveOn is serve over the in-memory connections of pl if it is not nil
+// (for a test in a synctest bubble).
+func serveOn(t *testing.T, pl *pipeListener, h func(n int, s seen, w http.ResponseWriter, r *http.Request)) (*Client, *recorder) {
+	t.Helper()
 	rec := &recorder{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, s := rec.add(r)
 		h(n, s, w, r)
 	}))
+	opts := &Options{Token: "sekret", MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	if pl != nil {
+		srv.Listener.Close()
+		srv.Listener = pl
+		tr := &http.Transport{DialContext: pl.dial}
+		t.Cleanup(tr.CloseIdleConnections)
+		opts.HTTPClient = &http.Client{Transport: tr}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
-	c := New(srv.URL+"/", &Options{Token: "sekret", MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-	return c, rec
+	return New(srv.URL+"/", opts), rec
 }
 
 func writeJSON(w http.ResponseWriter, status int, body string) {

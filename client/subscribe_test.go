@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -260,39 +261,44 @@ func TestSubscribeStall(t *testing.T) {
 }
 
 // Pings keep a quiet stream alive, and a consumer slower than the stall
-// timeout is not taken for a dead server.
+// timeout is not taken for a dead server. On the clock of a synctest
+// bubble: the stall timeout (3 heartbeats, 750ms) is exact, so the pings
+// can span more than it (2s) and a late write on a loaded machine cannot
+// look like a stall.
 func TestSubscribeNoFalseStall(t *testing.T) {
-	resume := make(chan struct{})
-	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
-		st := openStream(w)
-		st.connected(250)
-		for range 20 {
-			time.Sleep(20 * time.Millisecond)
-			st.raw("event: ping\ndata: {}\n\n")
+	synctest.Test(t, func(t *testing.T) {
+		resume := make(chan struct{})
+		c, rec := serveOn(t, newPipeListener(), func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			st := openStream(w)
+			st.connected(250)
+			for range 20 {
+				time.Sleep(100 * time.Millisecond)
+				st.raw("event: ping\ndata: {}\n\n")
+			}
+			st.send(delta(1))
+			select {
+			case <-resume:
+			case <-r.Context().Done():
+				return
+			}
+			st.send(finished(2))
+		})
+		var got []tether.Offset
+		for u, err := range c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, u.Event.Offset)
+			if len(got) == 1 {
+				time.Sleep(1500 * time.Millisecond) // 3 heartbeats is 750ms
+				close(resume)
+			}
 		}
-		st.send(delta(1))
-		select {
-		case <-resume:
-		case <-r.Context().Done():
-			return
+		checkEvents(t, got, offsets(1, 2), nil)
+		if n := len(rec.all()); n != 1 {
+			t.Errorf("%d connections, want 1", n)
 		}
-		st.send(finished(2))
 	})
-	var got []tether.Offset
-	for u, err := range c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, u.Event.Offset)
-		if len(got) == 1 {
-			time.Sleep(1500 * time.Millisecond) // 3 heartbeats is 750ms
-			close(resume)
-		}
-	}
-	checkEvents(t, got, offsets(1, 2), nil)
-	if n := len(rec.all()); n != 1 {
-		t.Errorf("%d connections, want 1", n)
-	}
 }
 
 func TestSubscribeFatalStatus(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -48,6 +49,15 @@ func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
 // aopts) is the token of the worker's and the test's clients.
 func newWorkerEnvAPI(t *testing.T, eopts engine.Options, aopts api.Options, token string) *workerEnv {
 	t.Helper()
+	return newWorkerEnvNet(t, eopts, aopts, token, nil)
+}
+
+// newWorkerEnvNet is newWorkerEnvAPI whose clients reach the server over
+// the in-memory connections of pl if it is not nil (for a test in a
+// synctest bubble, where a goroutine in a network call would keep the
+// bubble's clock from moving).
+func newWorkerEnvNet(t *testing.T, eopts engine.Options, aopts api.Options, token string, pl *pipeListener) *workerEnv {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	st := testutil.OpenStore(t, "")
 	if eopts.LeaseTTL == 0 {
@@ -61,9 +71,15 @@ func newWorkerEnvAPI(t *testing.T, eopts engine.Options, aopts api.Options, toke
 	}
 	aopts.Logger = quiet
 	srv := api.New(e, aopts)
-	hs := httptest.NewServer(srv.Handler())
-	f := &faults{base: &http.Transport{}, hangs: make(chan int, 16)}
-	plain := &http.Transport{}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	base, plain := &http.Transport{}, &http.Transport{}
+	if pl != nil {
+		hs.Listener.Close()
+		hs.Listener = pl
+		base.DialContext, plain.DialContext = pl.dial, pl.dial
+	}
+	hs.Start()
+	f := &faults{base: base, hangs: make(chan int, 16)}
 	t.Cleanup(func() {
 		srv.Shutdown()
 		f.base.(*http.Transport).CloseIdleConnections()
@@ -537,24 +553,28 @@ func TestWorkerDroppedAnswers(t *testing.T) {
 
 // TestWorkerServerDown takes the server away right after it committed an
 // append, for a while shorter than the lease: the worker retries, keeps
-// its lease and finishes the run, each event once.
+// its lease and finishes the run, each event once. On the clock of a
+// synctest bubble, so that the second away is a second, not whatever a
+// loaded machine makes of it against the 2s lease.
 func TestWorkerServerDown(t *testing.T) {
-	v := newWorkerEnv(t, engine.Options{LeaseTTL: 2 * time.Second})
-	v.faults.set(func(f *faults) { f.downAt = 8 })
-	words := wordList(20)
-	v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 5*time.Millisecond)}})
-	run := v.newRun("sp", "hi")
-	testutil.Eventually(t, 10*time.Second, "the server to go down", func() bool {
-		var down bool
-		v.faults.set(func(f *faults) { down = f.down })
-		return down
+	synctest.Test(t, func(t *testing.T) {
+		v := newWorkerEnvNet(t, engine.Options{LeaseTTL: 2 * time.Second}, api.Options{}, "", newPipeListener())
+		v.faults.set(func(f *faults) { f.downAt = 8 })
+		words := wordList(20)
+		v.start(WorkerOptions{Agents: map[string]agents.Agent{"sp": speaker(words, 5*time.Millisecond)}})
+		run := v.newRun("sp", "hi")
+		testutil.Eventually(t, 10*time.Second, "the server to go down", func() bool {
+			var down bool
+			v.faults.set(func(f *faults) { down = f.down })
+			return down
+		})
+		time.Sleep(time.Second)
+		v.faults.set(func(f *faults) { f.down = false })
+		if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+			t.Fatalf("run ended %s %+v", got.Status, got.Error)
+		}
+		checkOnce(t, v.events(run.ID), words)
 	})
-	time.Sleep(time.Second)
-	v.faults.set(func(f *faults) { f.down = false })
-	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
-		t.Fatalf("run ended %s %+v", got.Status, got.Error)
-	}
-	checkOnce(t, v.events(run.ID), words)
 }
 
 // TestWorkerGivesUp keeps the server away past the lease: the agent's
@@ -609,26 +629,72 @@ func TestWorkerInDoubtAppend(t *testing.T) {
 }
 
 // TestWorkerHeartbeat: an agent that emits nothing for several lease TTLs
-// keeps its run, thanks to the heartbeats.
+// keeps its run, thanks to the heartbeats. What is tested is the worker's
+// heartbeat on its clock against the server's expiry on its own: both run
+// on the clock of a synctest bubble, so that a loaded machine cannot make
+// a heartbeat late (a TTL of a second left it two thirds of a second).
 func TestWorkerHeartbeat(t *testing.T) {
-	// What is tested is the worker's real-time heartbeat against the
-	// server's expiry, so the clock is real: a TTL of a second leaves a
-	// heartbeat (every TTL/3) two thirds of a second of slack on a loaded
-	// machine.
-	v := newWorkerEnv(t, engine.Options{LeaseTTL: time.Second})
-	idle := agents.Func(func(ctx context.Context, s *agents.Session) error {
-		if err := sleep(ctx, 2500*time.Millisecond); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		v := newWorkerEnvNet(t, engine.Options{LeaseTTL: time.Second}, api.Options{}, "", newPipeListener())
+		idle := agents.Func(func(ctx context.Context, s *agents.Session) error {
+			if err := sleep(ctx, 2500*time.Millisecond); err != nil {
+				return err
+			}
+			_, err := s.StartMessage(ctx, tether.RoleAssistant)
 			return err
+		})
+		v.start(WorkerOptions{Agents: map[string]agents.Agent{"idle": idle}})
+		run := v.newRun("idle", "hi")
+		if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+			t.Fatalf("run ended %s %+v", got.Status, got.Error)
 		}
-		_, err := s.StartMessage(ctx, tether.RoleAssistant)
-		return err
 	})
-	v.start(WorkerOptions{Agents: map[string]agents.Agent{"idle": idle}})
-	run := v.newRun("idle", "hi")
-	if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
-		t.Fatalf("run ended %s %+v", got.Status, got.Error)
+}
+
+// pipeListener is a listener of in-memory connections (net.Pipe), which a
+// client reaches with dial.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
 	}
 }
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, s := net.Pipe()
+	select {
+	case l.conns <- s:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "tether.test" }
 
 // TestWorkerShutdown: when Run's context ends, the agents are cancelled
 // and Run returns without finishing their runs; the server aborts them

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -325,31 +326,38 @@ func TestDeleteEndsSubscriptionSetUpAcross(t *testing.T) {
 
 // A load that read "no such thread" before the thread was created must
 // not answer a caller that came after the create and joined it.
+// It runs in a synctest bubble so that the test knows when the run's
+// request waits for the load, rather than sleep and hope it does.
 func TestLoadJoinedAfterCreate(t *testing.T) {
-	hs := newHoldStore(t)
-	e := newHeldEngine(t, hs, engine.Options{})
-	hs.arm("LoadThread")
-	first := make(chan error, 1)
-	go func() {
-		_, err := e.Thread(context.Background(), "t1")
-		first <- err
-	}()
-	hs.wait(t, "LoadThread") // it read: no such thread
-	mustThread(t, e, "t1")
-	second := make(chan error, 1)
-	go func() {
-		_, err := e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "echo", Input: userInput("hi")})
-		second <- err
-	}()
-	// The run's request finds the load in flight and waits for it.
-	time.Sleep(50 * time.Millisecond)
-	hs.release <- struct{}{}
-	if err := <-first; tether.CodeOf(err) != tether.CodeNotFound {
-		t.Errorf("the load that read before the create: %v, want not_found", err)
-	}
-	if err := <-second; err != nil {
-		t.Errorf("a run created after its thread: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHoldStore(t)
+		e := newHeldEngine(t, hs, engine.Options{})
+		hs.arm("LoadThread")
+		first := make(chan error, 1)
+		go func() {
+			_, err := e.Thread(context.Background(), "t1")
+			first <- err
+		}()
+		hs.wait(t, "LoadThread") // it read: no such thread
+		mustThread(t, e, "t1")
+		second := make(chan error, 1)
+		go func() {
+			_, err := e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "echo", Input: userInput("hi")})
+			second <- err
+		}()
+		// The run's request finds the load in flight and waits for it.
+		synctest.Wait()
+		if len(second) != 0 {
+			t.Fatalf("the run's request answered (%v) while the load it joined was held", <-second)
+		}
+		hs.release <- struct{}{}
+		if err := <-first; tether.CodeOf(err) != tether.CodeNotFound {
+			t.Errorf("the load that read before the create: %v, want not_found", err)
+		}
+		if err := <-second; err != nil {
+			t.Errorf("a run created after its thread: %v", err)
+		}
+	})
 }
 
 // Another node deletes a thread while this node loads it: the load read
@@ -393,48 +401,50 @@ func TestDeletedElsewhereDuringLoad(t *testing.T) {
 // A create of a thread whose delete is in flight is a create of a thread
 // that does not exist: it waits for the delete and creates the thread
 // anew. It must not answer with the thread being deleted (created false),
-// which is gone the moment after.
+// which is gone the moment after. In a synctest bubble, so that the test
+// knows the create is waiting rather than give it a second to go on.
 func TestCreateDuringDeleteCreatesAnew(t *testing.T) {
-	hs := newHoldStore(t)
-	e := newHeldEngine(t, hs, engine.Options{})
-	c := deletable(t, e, "t1")
-	hs.arm("DeleteThread")
-	deleted := make(chan error, 1)
-	go func() { deleted <- e.DeleteThread(context.Background(), "t1") }()
-	hs.wait(t, "DeleteThread")
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHoldStore(t)
+		e := newHeldEngine(t, hs, engine.Options{})
+		c := deletable(t, e, "t1")
+		hs.arm("DeleteThread")
+		deleted := make(chan error, 1)
+		go func() { deleted <- e.DeleteThread(context.Background(), "t1") }()
+		hs.wait(t, "DeleteThread")
 
-	type result struct {
-		created bool
-		err     error
-	}
-	// Answering with the deleted thread reads its row (Thread).
-	hs.arm("Thread")
-	created := make(chan result, 1)
-	go func() {
-		_, ok, err := e.CreateThread(context.Background(), "t1", nil)
-		created <- result{ok, err}
-	}()
-	select {
-	case <-hs.entered:
-		t.Fatal("the create read the row of the thread being deleted")
-	case r := <-created:
-		t.Fatalf("the create answered (created %v, %v) while the delete was in flight", r.created, r.err)
-	case <-time.After(time.Second):
-		// Only catches a create that does not wait; one that waits
-		// never gets here any sooner.
-	}
-	hs.release <- struct{}{}
-	if err := <-deleted; err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if r := <-created; r.err != nil || !r.created {
-		t.Fatalf("create after the delete: created %v, %v; want created", r.created, r.err)
-	}
-	snap, err := e.Thread(ctxT(t), "t1")
-	if err != nil || len(snap.Runs) != 0 {
-		t.Fatalf("the thread created again: %v, %v", snap, err)
-	}
-	if _, err := e.Run(ctxT(t), c.Run.ID); tether.CodeOf(err) != tether.CodeNotFound {
-		t.Fatalf("a run of the deleted thread: %v", err)
-	}
+		type result struct {
+			created bool
+			err     error
+		}
+		// Answering with the deleted thread reads its row (Thread).
+		hs.arm("Thread")
+		created := make(chan result, 1)
+		go func() {
+			_, ok, err := e.CreateThread(context.Background(), "t1", nil)
+			created <- result{ok, err}
+		}()
+		synctest.Wait() // the create waits for the delete, or went on
+		select {
+		case <-hs.entered:
+			t.Fatal("the create read the row of the thread being deleted")
+		case r := <-created:
+			t.Fatalf("the create answered (created %v, %v) while the delete was in flight", r.created, r.err)
+		default:
+		}
+		hs.release <- struct{}{}
+		if err := <-deleted; err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if r := <-created; r.err != nil || !r.created {
+			t.Fatalf("create after the delete: created %v, %v; want created", r.created, r.err)
+		}
+		snap, err := e.Thread(ctxT(t), "t1")
+		if err != nil || len(snap.Runs) != 0 {
+			t.Fatalf("the thread created again: %v, %v", snap, err)
+		}
+		if _, err := e.Run(ctxT(t), c.Run.ID); tether.CodeOf(err) != tether.CodeNotFound {
+			t.Fatalf("a run of the deleted thread: %v", err)
+		}
+	})
 }

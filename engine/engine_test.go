@@ -197,8 +197,9 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestLeases(t *testing.T) {
 	st := testutil.OpenStore(t, "")
+	sw := &sweepWatch{Store: st}
 	clock := testutil.NewClock()
-	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
+	e := newEngine(t, sw, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	mustRun(t, e, "t1", engine.RunRequest{})
@@ -215,7 +216,7 @@ func TestLeases(t *testing.T) {
 	// Heartbeats keep the run alive past its TTL.
 	for i := 0; i < 8; i++ {
 		clock.Advance(20 * time.Second)
-		time.Sleep(20 * time.Millisecond) // the sweeper has its go
+		sw.swept(t) // the sweeper has its go
 		if _, err := e.Heartbeat(ctx, c.Run.ID, engine.Holder{Token: c.Lease.Token}); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}

@@ -60,9 +60,9 @@ func TestReclaimResumable(t *testing.T) {
 }
 
 func TestResumeWindowAborts(t *testing.T) {
-	st := testutil.OpenStore(t, "")
+	sw := &sweepWatch{Store: testutil.OpenStore(t, "")}
 	clock := testutil.NewClock()
-	e := newEngine(t, st, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, ResumeWindow: time.Minute, Now: clock.Now})
+	e := newEngine(t, sw, engine.Options{LeaseTTL: 30 * time.Second, SweepInterval: 10 * time.Millisecond, ResumeWindow: time.Minute, Now: clock.Now})
 	ctx := ctxT(t)
 	mustThread(t, e, "t1")
 	run := mustRun(t, e, "t1", engine.RunRequest{})
@@ -71,7 +71,7 @@ func TestResumeWindowAborts(t *testing.T) {
 	}
 	// Nobody reclaims it: after the lease and the resume window, it ends.
 	clock.Advance(31 * time.Second)
-	time.Sleep(30 * time.Millisecond) // the sweeper queues it for a reclaim
+	sw.swept(t) // the sweeper queues it for a reclaim
 	if snap, _ := e.Run(ctx, run.ID); snap.Runs[0].Status != tether.RunRunning {
 		t.Fatalf("within the resume window the run is %s, want running", snap.Runs[0].Status)
 	}
