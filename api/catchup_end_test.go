@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/api"
-	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/streams"
 )
@@ -39,7 +38,7 @@ func TestForeignStreamsEndInCatchUp(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				f := newCatchUpFixture(t)
-				v, st, clk, alice := f.v, f.st, f.clk, f.alice
+				v, st, alice := f.v, f.st, f.alice
 				var log struct {
 					Events []struct{ Type, Offset string }
 				}
@@ -62,21 +61,7 @@ func TestForeignStreamsEndInCatchUp(t *testing.T) {
 				}
 				st.armed.Store(true)
 				path := strings.NewReplacer("{rid}", f.run, "{after}", after).Replace(c.path)
-				s := v.sse("GET", path, nil, alice...)
-				<-st.held
-				shut := make(chan struct{})
-				if shutdown {
-					go func() { v.srv.Shutdown(); close(shut) }()
-					testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
-						return v.do("GET", "/readyz", nil).status == 503
-					})
-				} else {
-					close(shut)
-					clk.advance(2 * time.Minute)
-				}
-				close(st.release)
-				body, err := io.ReadAll(s.res.Body)
-				<-shut
+				body, err := f.endHeld(t, v.sse("GET", path, nil, alice...), shutdown)
 				if clean := c.clean(shutdown); clean != (err == nil) {
 					t.Errorf("the stream ended with %v, want a clean end %v", err, clean)
 				}
@@ -106,14 +91,8 @@ func TestBusyStreamEndsAtMaxLifetime(t *testing.T) {
 		{"ag-ui", "/v1/ag-ui/threads/t1/events?after=-1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			eopts := engine.Options{}
-			eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-			eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-			v := newEnvEngine(t, api.Options{MaxStreamLifetime: time.Nanosecond}, eopts)
-			v.thread("t1")
-			run, lease := v.extRun("t1")
-			delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+			v := newEnvEngine(t, api.Options{MaxStreamLifetime: time.Nanosecond}, catchUpEngine())
+			v.longThread("t1", 200)
 
 			s := v.sse("GET", c.path, nil)
 			body, err := io.ReadAll(s.res.Body)
@@ -147,13 +126,34 @@ type catchUpFixture struct {
 	run   string
 }
 
+// endHeld waits for the stream s to be held in its read of the log, ends
+// it there (shutdown, or its token's exp passed) and lets the read go on;
+// it returns what the stream sent and how it ended.
+func (f *catchUpFixture) endHeld(t *testing.T, s *sseStream, shutdown bool) ([]byte, error) {
+	t.Helper()
+	<-f.st.held
+	shut := make(chan struct{})
+	if shutdown {
+		go func() { f.v.srv.Shutdown(); close(shut) }()
+		testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
+			return f.v.do("GET", "/readyz", nil).status == 503
+		})
+	} else {
+		close(shut)
+		f.clk.advance(2 * time.Minute)
+	}
+	close(f.st.release)
+	body, err := io.ReadAll(s.res.Body)
+	<-shut
+	return body, err
+}
+
 func newCatchUpFixture(t *testing.T) *catchUpFixture {
 	t.Helper()
 	f := &catchUpFixture{clk: &clock{}}
 	f.st = &heldReadStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 1), release: make(chan struct{})}
-	eopts := engine.Options{AcceptAgent: func(n string) bool { return n == "ext" }}
-	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
+	eopts := catchUpEngine()
+	eopts.AcceptAgent = func(n string) bool { return n == "ext" }
 	f.v = newEnvStreams(t, f.st, api.Options{Tokens: api.TokenOptions{Secret: tkSecret, Audience: tkAudience, Now: f.clk.now}}, eopts,
 		&streams.Options{ReadBytes: 512})
 	claims := userClaims(f.clk, "alice", nil)
@@ -186,27 +186,13 @@ func TestDurableStreamsSSEEndsInCatchUp(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := newCatchUpFixture(t)
-			v, st, clk, alice := f.v, f.st, f.clk, f.alice
+			v, st, alice := f.v, f.st, f.alice
 			// The read's first Read reads the log once, each later one
 			// twice (where its offset is, then a page): the third read of
 			// the log is the second Read's page.
 			st.hold = 3
 			st.armed.Store(true)
-			s := v.sse("GET", "/v1/stream/threads/tA?offset=-1&live=sse", nil, alice...)
-			<-st.held
-			shut := make(chan struct{})
-			if shutdown {
-				go func() { v.srv.Shutdown(); close(shut) }()
-				testutil.Eventually(t, 5*time.Second, "shutdown started", func() bool {
-					return v.do("GET", "/readyz", nil).status == 503
-				})
-			} else {
-				close(shut)
-				clk.advance(2 * time.Minute)
-			}
-			close(st.release)
-			body, err := io.ReadAll(s.res.Body)
-			<-shut
+			body, err := f.endHeld(t, v.sse("GET", "/v1/stream/threads/tA?offset=-1&live=sse", nil, alice...), shutdown)
 			if err != nil {
 				t.Fatalf("the response ended with %v, want its end", err)
 			}

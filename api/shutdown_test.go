@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
-	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
 )
@@ -105,14 +103,8 @@ func (s *heldReadStore) ReadEvents(ctx context.Context, threadID string, after t
 // read slowly, held the server's shutdown for as long as it took.
 func TestShutdownEndsStreamInCatchUp(t *testing.T) {
 	st := &heldReadStore{Store: testutil.OpenStore(t, ""), hold: 3, held: make(chan struct{}, 1), release: make(chan struct{})}
-	eopts := engine.Options{}
-	eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-	eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-	v := newEnvStore(t, st, api.Options{}, eopts)
-	v.thread("t1")
-	run, lease := v.extRun("t1")
-	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+	v := newEnvStore(t, st, api.Options{}, catchUpEngine())
+	v.longThread("t1", 200)
 
 	st.armed.Store(true)
 	s := v.sse("GET", "/v1/threads/t1/events?after=-1", nil)

@@ -11,7 +11,6 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
-	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/streams"
@@ -51,14 +50,8 @@ func TestSSEEndsWithReconnectWhenAReadFails(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &failedReadStore{Store: testutil.OpenStore(t, ""), fail: 3, err: c.err}
-			eopts := engine.Options{}
-			eopts.Hub.RingSize = 16   // the stream's catch-up reads the store…
-			eopts.Hub.HistoryPage = 8 // …a page of 8 events at a time
-			v := newEnvStore(t, st, api.Options{}, eopts)
-			v.thread("t1")
-			run, lease := v.extRun("t1")
-			delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+			v := newEnvStore(t, st, api.Options{}, catchUpEngine())
+			v.longThread("t1", 200)
 
 			st.armed.Store(true)
 			fs := v.sse("GET", "/v1/threads/t1/events?after=-1", nil).all()
@@ -89,14 +82,8 @@ func TestSSEEndsWithReconnectWhenAReadFails(t *testing.T) {
 func TestDurableStreamsSSEReadFailureLogged(t *testing.T) {
 	var logs syncBuffer
 	st := &failedReadStore{Store: testutil.OpenStore(t, ""), err: errors.New("sqlite: disk I/O error")}
-	eopts := engine.Options{}
-	eopts.Hub.RingSize = 16
-	eopts.Hub.HistoryPage = 8
-	v := newEnvStreams(t, st, api.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, eopts, &streams.Options{ReadBytes: 512})
-	v.thread("t1")
-	run, lease := v.extRun("t1")
-	delta := `{"type":"text.delta","message_id":"a1","delta":"x"},`
-	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", "["+strings.Repeat(delta, 199)+strings.TrimSuffix(delta, ",")+"]", lease...)
+	v := newEnvStreams(t, st, api.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, catchUpEngine(), &streams.Options{ReadBytes: 512})
+	v.longThread("t1", 200)
 
 	st.fail = 2
 	st.armed.Store(true)
