@@ -268,7 +268,7 @@ func TestBadTokenAndLoopbackGuard(t *testing.T) {
 	}
 	refuse("refusing to listen on ", "--addr", "0.0.0.0:"+port())
 	refuse("--token", "--addr", "0.0.0.0:"+port())
-	refuse("--token must be at least 16 characters", "--addr", "127.0.0.1:"+port(), "--token", "short")
+	refuse("--token ($TETHER_TOKEN) must be at least 16 characters", "--addr", "127.0.0.1:"+port(), "--token", "short")
 
 	const token = "e2e-token-0123456789abcdef"
 	s := startOn(t, "0.0.0.0:"+port(), "", "--token", token)
