@@ -25,6 +25,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/hub"
 )
 
 // Options configure a Runner.
@@ -187,7 +188,7 @@ func (r *Runner) execute(c *engine.Claim) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); tr.follow(ctx, sub, cancel) }()
+	go func() { defer wg.Done(); tr.follow(ctx, sub, c.Offset, cancel) }()
 	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
@@ -208,7 +209,6 @@ func (r *Runner) execute(c *engine.Claim) {
 		}
 	}
 	cancel(errRunOver)
-	sub.Close()
 	wg.Wait()
 }
 
@@ -255,16 +255,33 @@ func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMe
 	}
 }
 
-// follow reads the run's events: input goes to WaitInput, a cancel request
-// or the end of the run stops the agent.
-func (t *transport) follow(ctx context.Context, sub *engine.Subscription, stop context.CancelCauseFunc) {
+// follow reads the run's events after offset after: input goes to
+// WaitInput, a cancel request or the end of the run stops the agent. It
+// closes sub when it returns. Cut as too slow (an agent that emits faster
+// than this reads), it follows again from the last event it read: what
+// the run says must not be missed, and the agent must not be stopped for
+// it.
+func (t *transport) follow(ctx context.Context, sub *engine.Subscription, after tether.Offset, stop context.CancelCauseFunc) {
+	defer func() { sub.Close() }()
 	for {
 		recs, err := sub.Next(ctx)
+		if errors.Is(err, hub.ErrSlow) && ctx.Err() == nil {
+			again, serr := t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
+			if serr == nil {
+				sub.Close()
+				sub = again
+				continue
+			}
+			err = serr
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				stop(errRunEnded)
 			}
 			return
+		}
+		if len(recs) > 0 {
+			after = recs[len(recs)-1].Offset
 		}
 		for _, rec := range recs {
 			switch rec.Type {
