@@ -17,22 +17,35 @@ import (
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	streamedKey
-)
+const reqInfoKey ctxKey = 0
+
+// reqInfo is what the middleware keeps of a request, in its context:
+// one value, so that a request is copied once for it (WithContext).
+type reqInfo struct {
+	id string // the request's ID (withRequestID)
+	// streamed is set when the request answers with a stream or a long
+	// poll (holdStream): how long it lasts is the client's or the
+	// wait's, so it is kept out of the latency histogram.
+	streamed atomic.Bool
+}
+
+func infoOf(r *http.Request) *reqInfo {
+	ri, _ := r.Context().Value(reqInfoKey).(*reqInfo)
+	return ri
+}
 
 func requestID(r *http.Request) string {
-	id, _ := r.Context().Value(requestIDKey).(string)
-	return id
+	if ri := infoOf(r); ri != nil {
+		return ri.id
+	}
+	return ""
 }
 
 // markStreamed records that the request answers with a stream or a long
-// poll (holdStream): how long it lasts is the client's or the wait's, so
-// it is kept out of the latency histogram.
+// poll.
 func markStreamed(r *http.Request) {
-	if b, ok := r.Context().Value(streamedKey).(*atomic.Bool); ok {
-		b.Store(true)
+	if ri := infoOf(r); ri != nil {
+		ri.streamed.Store(true)
 	}
 }
 
@@ -82,7 +95,7 @@ func withRequestID(h http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey, &reqInfo{id: id})))
 	})
 }
 
@@ -91,9 +104,8 @@ func withRequestID(h http.Handler) http.Handler {
 func (s *Server) observe(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := requestID(r)
-		streamed := new(atomic.Bool)
-		r = r.WithContext(context.WithValue(r.Context(), streamedKey, streamed))
+		ri := infoOf(r) // withRequestID is the outermost layer (Handler)
+		id := ri.id
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -109,7 +121,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			s.metrics.request(route, r.Method, status, time.Since(start), streamed.Load())
+			s.metrics.request(route, r.Method, status, time.Since(start), ri.streamed.Load())
 			level := slog.LevelInfo
 			switch {
 			case status >= 500:
