@@ -17,8 +17,9 @@ const CodeTokenUnavailable tether.Code = "token_unavailable"
 
 // responseError turns a non-2xx answer into a *tether.Error with the
 // server's code and message. An answer that is not the protocol's error
-// body (a proxy's page, say) gives code internal and the status only: raw
-// bodies never reach error messages, where they could leak into logs or UIs.
+// body (a proxy's page, say) gives the code its status means
+// (codeForStatus) and the status only: raw bodies never reach error
+// messages, where they could leak into logs or UIs.
 func responseError(resp *http.Response) *tether.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if e := errorInfo(body); e != nil {
