@@ -90,12 +90,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, req engine.Subscri
 			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "wait must be a number of milliseconds"))
 			return
 		}
-		// Capped before it becomes a Duration, which a wait of 2^63 ns
-		// (about 107 days) or more would overflow.
-		wait = s.opts.MaxWait
-		if int64(ms) < int64(s.opts.MaxWait/time.Millisecond) {
-			wait = time.Duration(ms) * time.Millisecond
-		}
+		wait = s.maxWait(int64(ms))
 	}
 	if req.Cursor == "" {
 		req.Cursor = tether.OffsetStart

@@ -30,12 +30,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "the token may claim runs only of the agents of its tether.agents"))
 		return
 	}
-	// Capped in milliseconds first: a wait_ms whose nanoseconds do not
-	// fit in a Duration would wrap around, to no wait at all.
-	wait := s.opts.MaxWait
-	if body.WaitMs < s.opts.MaxWait.Milliseconds() {
-		wait = time.Duration(body.WaitMs) * time.Millisecond
-	}
+	wait := s.maxWait(body.WaitMs)
 	if wait > 0 {
 		release, ok := s.holdStream(w, r)
 		if !ok {
@@ -204,4 +199,16 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// maxWait is a wait a client asked for in milliseconds (a long poll's
+// ?wait=, a claim's wait_ms; not negative), capped at Options.MaxWait. It
+// is capped in milliseconds, before it becomes a Duration: a wait whose
+// nanoseconds do not fit in one (from about 107 days) would wrap around,
+// to no wait at all.
+func (s *Server) maxWait(ms int64) time.Duration {
+	if ms >= s.opts.MaxWait.Milliseconds() {
+		return s.opts.MaxWait
+	}
+	return time.Duration(ms) * time.Millisecond
 }
