@@ -110,3 +110,10 @@ export function toTetherError(err: unknown, signal?: AbortSignal): TetherError {
   const msg = err instanceof Error ? err.message : String(err);
   return new TetherError('network', msg || 'network error', 0, { cause: err });
 }
+
+/** Reads an answer's Retry-After (in seconds) as milliseconds, if it has one. */
+export function retryAfterMs(res: Response): number | undefined {
+  const v = res.headers.get('retry-after');
+  if (v === null || !/^[0-9]+$/.test(v.trim())) return undefined;
+  return Number(v.trim()) * 1000;
+}

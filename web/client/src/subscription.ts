@@ -1,6 +1,7 @@
 // One resumable subscription over fetch-based SSE (protocol §5).
 
-import { TetherError, errorFromResponse, toTetherError } from './errors.js';
+import { endReason, failure } from './control.js';
+import { TetherError, errorFromResponse, retryAfterMs, toTetherError } from './errors.js';
 import { SSEFrameTooLargeError, SSEParser, type SSEFrame } from './sse.js';
 import { DEFAULT_MAX_BACKOFF_MS, backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
 import type { ConnectedInfo, Offset, Run, Snapshot, TetherEvent } from './types.js';
@@ -590,35 +591,5 @@ export class SubscriptionImpl implements Subscription {
       return;
     }
     if (this.runId && snap.runs.some((r) => r.id === this.runId && isTerminalRunStatus(r.status))) this.done = true;
-  }
-}
-
-// retryAfterMs reads an answer's Retry-After in seconds, as milliseconds.
-function retryAfterMs(res: Response): number | undefined {
-  const v = res.headers.get('retry-after');
-  if (v === null || !/^[0-9]+$/.test(v.trim())) return undefined;
-  return Number(v.trim()) * 1000;
-}
-
-// endReason reads the reason of an end frame, if it has one.
-function endReason(data: string): unknown {
-  try {
-    return (JSON.parse(data) as { reason?: unknown })?.reason;
-  } catch {
-    return undefined;
-  }
-}
-
-// failure reads the error of an end or reconnect frame that ended a stream
-// before it started (protocol §5): `{"reason", "error": {code, message}}`.
-function failure(data: string): TetherError | undefined {
-  try {
-    const d = JSON.parse(data) as { error?: { code?: unknown; message?: unknown } };
-    const code = d?.error?.code;
-    if (typeof code !== 'string' || !code) return undefined;
-    const message = typeof d.error!.message === 'string' ? d.error!.message : code;
-    return new TetherError(code, message, 200);
-  } catch {
-    return undefined;
   }
 }
