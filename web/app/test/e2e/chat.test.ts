@@ -2,14 +2,11 @@
 // acceptance scenarios, plus phone width and the token prompt. Each test
 // has its own server and browser context; screenshots of the key moments go
 // to artifacts/screenshots/ (<scenario>-<moment>.png).
-import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  Server,
   assistantText,
   lastRunStatus,
-  launch,
-  newPage,
+  pageTests,
   send,
   shot,
   sleep,
@@ -19,26 +16,7 @@ import {
   type FinalAnswer,
 } from './helpers.js';
 
-let browser: Browser;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  browser = await launch();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
-});
-afterAll(async () => {
-  await browser?.close();
-});
-
-async function setup(args: string[] = [], opts: Parameters<typeof newPage>[1] = {}) {
-  const server = await Server.start(args);
-  cleanups.push(() => server.stop());
-  const p = await newPage(browser, opts);
-  cleanups.push(() => p.context.close());
-  return { server, ...p };
-}
+const setup = pageTests();
 
 describe('chat page', () => {
   it('1: a demo run streams in; the page is reloaded mid-run and ends with exactly the final answer', async () => {

@@ -3,30 +3,10 @@
 // message, aborted and stopped runs are badged as such (not "error"), the
 // Options panel closes after sending, and titles are plain text (also at
 // phone width). Screenshots: artifacts/screenshots/9-*.png.
-import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, apiPost, launch, newPage, send, shot, waitForApiRun, waitForRunStatus } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { Server, apiPost, pageTests, send, shot, waitForApiRun, waitForRunStatus } from './helpers.js';
 
-let browser: Browser;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  browser = await launch();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
-});
-afterAll(async () => {
-  await browser?.close();
-});
-
-async function setup(args: string[] = [], opts: Parameters<typeof newPage>[1] = {}) {
-  const server = await Server.start(args);
-  cleanups.push(() => server.stop());
-  const p = await newPage(browser, opts);
-  cleanups.push(() => p.context.close());
-  return { server, ...p };
-}
+const setup = pageTests();
 
 interface Run {
   id: string;

@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 
 function freePort(): Promise<number> {
   return new Promise((ok, fail) => {
@@ -143,6 +143,36 @@ export async function newPage(browser: Browser, opts: Parameters<Browser['newCon
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   return { context, page, errors };
+}
+
+/**
+ * Registers, for the test file that calls it at its top level, one
+ * Chromium for the file and a clean-up after each test, and returns
+ * setup: a fresh server (started with args) and a page in a context of
+ * its own, both ended after the test.
+ */
+export function pageTests(): (
+  args?: string[],
+  opts?: Parameters<typeof newPage>[1],
+) => Promise<{ server: Server; context: BrowserContext; page: Page; errors: string[] }> {
+  let browser: Browser;
+  const cleanups: (() => Promise<unknown>)[] = [];
+  beforeAll(async () => {
+    browser = await launch();
+  });
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return async (args = [], opts = {}) => {
+    const server = await Server.start(args);
+    cleanups.push(() => server.stop());
+    const p = await newPage(browser, opts);
+    cleanups.push(() => p.context.close());
+    return { server, ...p };
+  };
 }
 
 /** Saves a PNG of the page under artifacts/screenshots/. */

@@ -4,30 +4,11 @@
 // width, never cut off), a thread deleted while it is open, more threads
 // than the list's first page, a send whose answer was lost and an error
 // answer to the list's poll. Screenshots: artifacts/screenshots/11-*.png.
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Server, apiPost, launch, newPage, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { Server, apiPost, pageTests, send, shot, waitForRunStatus, waitForWords } from './helpers.js';
 
-let browser: Browser;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  browser = await launch();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
-});
-afterAll(async () => {
-  await browser?.close();
-});
-
-async function setup(args: string[] = [], opts: Parameters<typeof newPage>[1] = {}) {
-  const server = await Server.start(args);
-  cleanups.push(() => server.stop());
-  const p = await newPage(browser, opts);
-  cleanups.push(() => p.context.close());
-  return { server, ...p };
-}
+const setup = pageTests();
 
 const phone = { viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true };
 
