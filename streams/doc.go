@@ -14,8 +14,12 @@
 // A stream at path p is the log "ds:"+p of the store (store namespace
 // "ds"; the engine never loads IDs with a ":", and thread listings leave
 // them out). Each append is one event of type ds.data (a large one, several
-// committed together) whose data is the bytes in base64, or for a JSON
-// stream the array of its messages; a close is a ds.close event. A
+// committed together, each but the last with the status "continues", so
+// that a fork's sub-offset can reach into the whole append) whose data is
+// the bytes in base64, or for a JSON stream the array of its messages; a
+// close is a ds.close event. (Pieces stored before they were marked each
+// read as an append of their own: whole as ever, but a sub-offset reaches
+// only within one.) A
 // stream's configuration and state (content type, TTL or expiry, closed,
 // last Stream-Seq, fork parent and offset, deleted) are its row's
 // metadata, written in the same commit as the events; producers' states

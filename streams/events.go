@@ -15,7 +15,9 @@ import (
 const (
 	// EventData carries appended data: for a JSON stream, "data" is a JSON
 	// array of the messages of one append (or part of one); otherwise a
-	// JSON string, the bytes in base64.
+	// JSON string, the bytes in base64. An append larger than a chunk is
+	// stored as several, committed together, each a position; every one
+	// but the last has the status "continues" (statusContinues).
 	EventData = "ds.data"
 	// EventClose closes the stream; it carries no data. It is a position
 	// of the stream (the tail of a closed stream), so that readers
@@ -32,38 +34,53 @@ const (
 	EventRef = "ds.ref"
 )
 
+// statusContinues is the status of a data event that holds a piece of an
+// append that goes on in the next event of the same log (every piece of a
+// large append but its last). It lets a fork's sub-offset reach into the
+// whole append. Appends stored before pieces were marked have no status:
+// each of their pieces reads as an append of its own, as it always did.
+const statusContinues = "continues"
+
 // record is the part of a stored event that reads need.
 type record struct {
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data"`
+	Type   string          `json:"type"`
+	Status string          `json:"status"`
+	Data   json.RawMessage `json:"data"`
 }
 
 // decodeItems returns the items a record holds: JSON messages (raw) for a
 // JSON stream, else one byte slice. Close events hold none.
 func decodeItems(r *tether.Record, jsonMode bool) ([][]byte, error) {
+	items, _, err := decodePiece(r, jsonMode)
+	return items, err
+}
+
+// decodePiece returns what decodeItems does, and whether the record is a
+// piece of an append that continues in the next event of its log.
+func decodePiece(r *tether.Record, jsonMode bool) (items [][]byte, continues bool, err error) {
 	if r.Type != EventData {
-		return nil, nil
+		return nil, false, nil
 	}
-	data, err := eventData(r)
+	data, continues, err := eventPiece(r)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if jsonMode {
 		var msgs []json.RawMessage
 		if err := json.Unmarshal(data, &msgs); err != nil {
-			return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+			return nil, false, fmt.Errorf("decode event %s: %w", r.Offset, err)
 		}
 		out := make([][]byte, len(msgs))
 		for i, m := range msgs {
 			out[i] = m
 		}
-		return out, nil
+		return out, continues, nil
 	}
 	b, err := decodeBytes(r, data)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return [][]byte{b}, nil
+	return [][]byte{b}, continues, nil
 }
 
 // eventData returns the data of a stored data event. Catch-up reads go
@@ -72,43 +89,56 @@ func decodeItems(r *tether.Record, jsonMode bool) ([][]byte, error) {
 // event (which costs as much again as the data): a data event has only a
 // type, a time and data, so it is stored (tether.Event.Encode, then the
 // offset added first) as {"offset":"…","type":"ds.data","ts":"…","data":…}.
+// The piece of a large append that continues in the next event has its
+// status between the time and the data (…,"status":"continues","data":…).
 // Anything else is decoded. (TestEventLayout checks the layout.)
 func eventData(r *tether.Record) (json.RawMessage, error) {
-	if d, ok := layoutData(r.Data); ok {
-		return d, nil
+	d, _, err := eventPiece(r)
+	return d, err
+}
+
+// eventPiece returns the data of a stored data event and whether it is a
+// piece of an append that continues in the next event.
+func eventPiece(r *tether.Record) (json.RawMessage, bool, error) {
+	if d, continues, ok := layoutData(r.Data); ok {
+		return d, continues, nil
 	}
 	var rec record
 	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return nil, fmt.Errorf("decode event %s: %w", r.Offset, err)
+		return nil, false, fmt.Errorf("decode event %s: %w", r.Offset, err)
 	}
-	return rec.Data, nil
+	return rec.Data, rec.Status == statusContinues, nil
 }
 
 // layoutData returns the data of an event stored in the layout of a data
-// event (see eventData).
-func layoutData(b []byte) (json.RawMessage, bool) {
+// event (see eventData), and whether its status is statusContinues.
+func layoutData(b []byte) (data json.RawMessage, continues bool, ok bool) {
 	rest, ok := bytes.CutPrefix(b, []byte(`{"offset":"`))
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	i := bytes.IndexByte(rest, '"')
 	if i < 0 || strings.Trim(string(rest[:i]), "0123456789_") != "" {
-		return nil, false
+		return nil, false, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","type":"`+EventData+`","ts":"`)); !ok {
-		return nil, false
+		return nil, false, false
 	}
 	if i = bytes.IndexAny(rest, `"\`); i < 0 || rest[i] != '"' {
-		return nil, false
+		return nil, false, false
 	}
-	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","data":`)); !ok || len(rest) < 3 || rest[len(rest)-1] != '}' {
-		return nil, false
+	rest = rest[i:]
+	if r, ok := bytes.CutPrefix(rest, []byte(`","status":"`+statusContinues)); ok {
+		rest, continues = r, true
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`","data":`)); !ok || len(rest) < 3 || rest[len(rest)-1] != '}' {
+		return nil, false, false
 	}
 	d := rest[:len(rest)-1]
 	if d[0] == '[' && closes(d) || isPlainString(d) {
-		return d, true
+		return d, continues, true
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // closes reports whether the JSON array or object that d starts with ends
@@ -186,9 +216,20 @@ func decodedLen(r *tether.Record, data json.RawMessage) (int, error) {
 	return len(b), err
 }
 
-// dataEvents returns the events that store body: JSON messages grouped
-// into events of at most chunk bytes, or the bytes cut into chunks.
+// dataEvents returns the events that store one append of body: JSON
+// messages grouped into events of at most chunk bytes, or the bytes cut
+// into chunks. Every event but the last is marked statusContinues, so that
+// the append can be told whole from its pieces.
 func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
+	evs := dataPieces(now, jsonMsgs, body, jsonMode, chunk)
+	for _, ev := range evs[:max(len(evs)-1, 0)] {
+		ev.Status = statusContinues
+	}
+	return evs
+}
+
+// dataPieces cuts an append into events (see dataEvents), unmarked.
+func dataPieces(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
 	var evs []*tether.Event
 	if jsonMode {
 		var buf bytes.Buffer

@@ -119,16 +119,13 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	}
 	p.chain = append(cut(v.chain, at), segment{thread: e.id, upto: at})
 	if req.ForkSubOffset > 0 {
-		items, err := s.nextAppend(ctx, segs, at, IsJSON(v.meta.ContentType))
+		jsonMode := IsJSON(v.meta.ContentType)
+		items, err := s.appendPrefix(ctx, segs, at, jsonMode, req.ForkSubOffset)
 		if err != nil {
 			return nil, err
 		}
-		n := int(req.ForkSubOffset)
-		if IsJSON(v.meta.ContentType) {
-			if n > len(items) {
-				return nil, errorf(CodeBadRequest, "Stream-Fork-Sub-Offset is past the %d messages of the append", len(items))
-			}
-			msgs := make([]json.RawMessage, n)
+		if jsonMode {
+			msgs := make([]json.RawMessage, len(items))
 			for i := range msgs {
 				msgs[i] = items[i]
 			}
@@ -136,10 +133,7 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 				return dataEvents(now, msgs, nil, true, chunk)
 			}
 		} else {
-			if n > len(items[0]) {
-				return nil, errorf(CodeBadRequest, "Stream-Fork-Sub-Offset is past the %d bytes of the append", len(items[0]))
-			}
-			data := items[0][:n]
+			data := items[0]
 			p.prefix = func(now tether.Time, jsonMode bool, chunk int) []*tether.Event {
 				return dataEvents(now, nil, data, false, chunk)
 			}
@@ -148,33 +142,78 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	return p, nil
 }
 
-// nextAppend returns the items of the first data event after position at.
-func (s *Service) nextAppend(ctx context.Context, segs []segment, at position, jsonMode bool) ([][]byte, error) {
+// appendPrefix returns the first n items of the append after position at:
+// n messages of a JSON stream, else one slice of its first n bytes. An
+// append stored in several events (over Options.ChunkBytes) is read on
+// across them while each is marked to continue (statusContinues) and the
+// next is in the same log: a chain that inherits only the first pieces of
+// an append (a fork at a position inside it) sees those as the append.
+// Pieces stored before they were marked each read as an append of their
+// own. Of the append it keeps no more than n items (or bytes).
+func (s *Service) appendPrefix(ctx context.Context, segs []segment, at position, jsonMode bool, n int64) ([][]byte, error) {
 	c, err := s.cursorAt(ctx, segs, at)
 	if err != nil {
 		return nil, err
 	}
+	var (
+		out      [][]byte // JSON messages, or the bytes as one slice
+		total    int64    // messages, or bytes, of the append read so far
+		started  bool     // the append's first piece was read
+		more     bool     // the last piece read continues in the next event
+		startSeg int      // the segment of the append's pieces
+	)
 	for {
-		recs, done, err := s.nextRecords(ctx, c, 64)
+		recs, done, err := s.nextRecords(ctx, c, 4) // a few pieces (chunks) at a time
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
+			if started && (!more || c.i != startSeg || r.Type != EventData) {
+				return nil, pastAppend(total, jsonMode)
+			}
 			if r.Type != EventData {
 				continue
 			}
-			items, err := decodeItems(r, jsonMode)
+			items, continues, err := decodePiece(r, jsonMode)
 			if err != nil {
 				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
 			}
-			if len(items) > 0 {
-				return items, nil
+			if !started && len(items) == 0 {
+				continue
+			}
+			started, more, startSeg = true, continues, c.i
+			if jsonMode {
+				k := min(int64(len(items)), n-total)
+				out = append(out, items[:k]...)
+				total += int64(len(items))
+			} else {
+				b := items[0]
+				if len(out) == 0 {
+					out = [][]byte{nil}
+				}
+				out[0] = append(out[0], b[:min(int64(len(b)), n-total)]...)
+				total += int64(len(b))
+			}
+			if total >= n {
+				return out, nil
 			}
 		}
 		if done {
+			if started {
+				return nil, pastAppend(total, jsonMode)
+			}
 			return nil, errorf(CodeBadRequest, "Stream-Fork-Sub-Offset names data after the source's tail")
 		}
 	}
+}
+
+// pastAppend is the error of a sub-offset past the end of the append of
+// total messages or bytes.
+func pastAppend(total int64, jsonMode bool) error {
+	if jsonMode {
+		return errorf(CodeBadRequest, "Stream-Fork-Sub-Offset is past the %d messages of the append", total)
+	}
+	return errorf(CodeBadRequest, "Stream-Fork-Sub-Offset is past the %d bytes of the append", total)
 }
 
 // storeBatch is the batch that creates a stream.

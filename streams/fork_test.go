@@ -3,11 +3,13 @@ package streams_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
+	"github.com/tetherhq/tether/store/sqlitestore"
 	"github.com/tetherhq/tether/streams"
 )
 
@@ -174,4 +176,145 @@ func TestThreadLog(t *testing.T) {
 	if !strings.HasPrefix(streams.Namespace, "ds") {
 		t.Fatal(streams.Namespace)
 	}
+}
+
+// bigBytes returns n bytes that differ from every shifted copy of
+// themselves, so that a read that skips or repeats a part does not match.
+func bigBytes(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// positions returns the offsets of the events of the stream's own log.
+func (e *env) positions(path string) []string {
+	e.t.Helper()
+	recs, err := e.st.ReadEvents(ctxT(e.t), "ds:"+path, tether.OffsetStart, 1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Offset)
+	}
+	return out
+}
+
+// TestForkSubOffsetAcrossPieces: a sub-offset reaches across the pieces
+// of an append larger than a chunk, from its start or from a position
+// between its pieces, and no further than the append as the source sees
+// it: a fork that inherits only the first pieces of an append ends it
+// there, whatever follows in its own log.
+func TestForkSubOffsetAcrossPieces(t *testing.T) {
+	e := newEnv(t, streams.Options{ChunkBytes: 1000})
+	ctx := ctxT(t)
+	const ct = streams.DefaultContentType
+	big := bigBytes(3500) // pieces of 1000, 1000, 1000 and 500 bytes
+	e.create(streams.CreateRequest{Path: "s", Body: []byte("H")})
+	e.append("s", ct, string(big))
+	e.append("s", ct, "after")
+	pos := e.positions("s") // H, the four pieces, after
+	if len(pos) != 6 {
+		t.Fatalf("%d events, want 6", len(pos))
+	}
+
+	for _, c := range []struct {
+		at   string
+		sub  int64
+		want string
+	}{
+		{pos[0], 1, "H" + string(big[:1])},
+		{pos[0], 2500, "H" + string(big[:2500])},
+		{pos[0], 3500, "H" + string(big)},
+		{pos[1], 2000, "H" + string(big[:3000])}, // from a position between pieces: the rest of the append
+		{pos[3], 500, "H" + string(big)},
+	} {
+		res, err := e.svc.Create(ctx, streams.CreateRequest{Path: "f", ForkedFrom: "s", ForkOffset: c.at, ForkSubOffset: c.sub})
+		if err != nil {
+			t.Fatalf("fork at %s+%d: %v", c.at, c.sub, err)
+		}
+		if got, _ := e.text("f", "-1"); got != c.want {
+			t.Errorf("fork at %s+%d: %d bytes, want %d", c.at, c.sub, len(got), len(c.want))
+		}
+		if res.Info.Tail <= c.at {
+			t.Errorf("fork at %s+%d: tail %s", c.at, c.sub, res.Info.Tail)
+		}
+		if err := e.svc.Delete(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		at  string
+		sub int64
+	}{{pos[0], 3501}, {pos[1], 2501}, {pos[4], 6}} {
+		_, err := e.svc.Create(ctx, streams.CreateRequest{Path: "f", ForkedFrom: "s", ForkOffset: c.at, ForkSubOffset: c.sub})
+		wantCode(t, err, streams.CodeBadRequest)
+	}
+
+	// x inherits s up to the second piece, then has its own data; y forks
+	// x inside what x inherited.
+	e.create(streams.CreateRequest{Path: "x", ForkedFrom: "s", ForkOffset: pos[2]})
+	e.append("x", ct, "own")
+	_, err := e.svc.Create(ctx, streams.CreateRequest{Path: "y", ForkedFrom: "x", ForkOffset: pos[1], ForkSubOffset: 1001})
+	wantCode(t, err, streams.CodeBadRequest)
+	e.create(streams.CreateRequest{Path: "y", ForkedFrom: "x", ForkOffset: pos[1], ForkSubOffset: 1000})
+	if got, _ := e.text("y", "-1"); got != "H"+string(big[:2000]) {
+		t.Fatalf("fork of a fork cut inside an append: %d bytes", len(got))
+	}
+}
+
+// TestForkSubOffsetUnmarkedPieces: a large append stored before its
+// pieces were marked (each piece then looks like an append of its own)
+// reads whole as before, and a fork's sub-offset into it reaches within
+// one piece and is refused past it: never a wrong read.
+func TestForkSubOffsetUnmarkedPieces(t *testing.T) {
+	e := newEnv(t, streams.Options{ChunkBytes: 1000})
+	ctx := ctxT(t)
+	e.create(streams.CreateRequest{Path: "old"})
+	e.close()
+	// What an earlier build stored for one append of 2500 bytes: three
+	// ds.data events without a status.
+	big := bigBytes(2500)
+	st, err := sqlitestore.Open(filepath.Join(e.dir, "tether.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Thread(ctx, "ds:old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*tether.Event
+	var enc [][]byte
+	for _, piece := range [][]byte{big[:1000], big[1000:2000], big[2000:]} {
+		data, _ := json.Marshal(piece)
+		ev := &tether.Event{Type: streams.EventData, TS: tether.Now(), Data: data}
+		b, err := ev.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, enc = append(evs, ev), append(enc, b)
+	}
+	row := rec.Thread
+	if _, err := st.Commit(ctx, &store.Batch{ThreadID: "ds:old", Version: rec.Version, Events: evs, Encoded: enc, Thread: &row}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	e.open()
+
+	if got, _ := e.text("old", "-1"); got != string(big) {
+		t.Fatalf("old pieces read %d bytes", len(got))
+	}
+	pos := e.positions("old")
+	e.create(streams.CreateRequest{Path: "f1", ForkedFrom: "old", ForkOffset: streams.ZeroOffset, ForkSubOffset: 999})
+	if got, _ := e.text("f1", "-1"); got != string(big[:999]) {
+		t.Fatalf("fork inside the first old piece: %d bytes", len(got))
+	}
+	e.create(streams.CreateRequest{Path: "f2", ForkedFrom: "old", ForkOffset: pos[0], ForkSubOffset: 1000})
+	if got, _ := e.text("f2", "-1"); got != string(big[:2000]) {
+		t.Fatalf("fork inside the second old piece: %d bytes", len(got))
+	}
+	_, err = e.svc.Create(ctx, streams.CreateRequest{Path: "f3", ForkedFrom: "old", ForkOffset: streams.ZeroOffset, ForkSubOffset: 1001})
+	wantCode(t, err, streams.CodeBadRequest)
 }

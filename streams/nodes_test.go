@@ -593,3 +593,23 @@ func TestNodesCatchUp(t *testing.T) {
 		}
 	}
 }
+
+// On JetStream too, a sub-offset fork (on another node) reaches into the
+// whole of an append stored in pieces.
+func TestNodesForkSubOffsetAcrossPieces(t *testing.T) {
+	ns := cluster(t, 2, nil)
+	a, b := ns[0], ns[1]
+	ctx := ctxT(t)
+	big := bigBytes(600 << 10) // three pieces of at most 256 KiB
+	if _, err := a.svc.Create(ctx, streams.CreateRequest{Path: "src", Body: big}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Create(ctx, streams.CreateRequest{Path: "fork", ForkedFrom: "src", ForkOffset: streams.ZeroOffset, ForkSubOffset: 500 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := newReader(a).text(t, "fork"); got != string(big[:500<<10]) {
+		t.Fatalf("the fork reads %d bytes, want %d", len(got), 500<<10)
+	}
+	_, err := a.svc.Create(ctx, streams.CreateRequest{Path: "past", ForkedFrom: "src", ForkOffset: streams.ZeroOffset, ForkSubOffset: 600<<10 + 1})
+	wantCode(t, err, streams.CodeBadRequest)
+}

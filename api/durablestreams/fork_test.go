@@ -1,0 +1,132 @@
+package durablestreams_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tetherhq/tether/api/durablestreams"
+)
+
+// distinct returns n bytes in which every aligned 4 bytes hold their own
+// index, so that a read that skips, repeats or reorders any part of them
+// does not compare equal.
+func distinct(n int) []byte {
+	b := make([]byte, n+4)
+	for i := 0; i < n; i += 4 {
+		binary.BigEndian.PutUint32(b[i:], uint32(i/4)^0x9e3779b9)
+	}
+	return b[:n]
+}
+
+// TestForkSubOffsetInLargeAppend: a sub-offset fork of an append larger
+// than one stored piece (256 KiB) starts with exactly the source up to
+// the fork offset and the first n bytes of that whole append, at any n up
+// to its length; past it, 400.
+func TestForkSubOffsetInLargeAppend(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	const ct = "application/octet-stream"
+	head := "head"
+	resp, body := s.do("PUT", "big", head, "Content-Type", ct)
+	s.want(resp, body, 201)
+	at := resp.Header.Get("Stream-Next-Offset")
+	big := distinct(700 << 10)
+	resp, body = s.do("POST", "big", string(big), "Content-Type", ct)
+	s.want(resp, body, 204)
+	resp, body = s.do("POST", "big", "after", "Content-Type", ct)
+	s.want(resp, body, 204)
+
+	for _, n := range []int{1, 100 << 10, 256 << 10, 256<<10 + 1, 300 << 10, 600<<10 + 3, 700 << 10} {
+		path := "fork-" + strconv.Itoa(n)
+		resp, body = s.do("PUT", path, "own", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/big",
+			"Stream-Fork-Offset", at, "Stream-Fork-Sub-Offset", strconv.Itoa(n))
+		s.want(resp, body, 201)
+		resp, body = s.do("POST", path, "+more", "Content-Type", ct)
+		s.want(resp, body, 204)
+		resp, body = s.do("GET", path+"?offset=-1", "")
+		s.want(resp, body, 200)
+		if want := head + string(big[:n]) + "own+more"; body != want {
+			t.Errorf("fork at sub-offset %d: %d bytes, want %d (first difference at %d)", n, len(body), len(want), firstDiff(body, want))
+		}
+	}
+	// One byte past the append: 400, and nothing created.
+	resp, body = s.do("PUT", "fork-past", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/big",
+		"Stream-Fork-Offset", at, "Stream-Fork-Sub-Offset", strconv.Itoa(700<<10+1))
+	s.want(resp, body, 400)
+	if !strings.Contains(body, `"bad_request"`) {
+		t.Fatalf("past the append: %s", body)
+	}
+	resp, body = s.do("HEAD", "fork-past", "")
+	s.want(resp, body, 404)
+
+	// A fork of a fork, at the same offset, inside the copied part (which
+	// is itself stored in pieces).
+	resp, body = s.do("PUT", "fork-fork", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/fork-"+strconv.Itoa(600<<10+3),
+		"Stream-Fork-Offset", at, "Stream-Fork-Sub-Offset", strconv.Itoa(500<<10))
+	s.want(resp, body, 201)
+	resp, body = s.do("GET", "fork-fork?offset=-1", "")
+	s.want(resp, body, 200)
+	if want := head + string(big[:500<<10]); body != want {
+		t.Errorf("fork of a fork: %d bytes, want %d (first difference at %d)", len(body), len(want), firstDiff(body, want))
+	}
+}
+
+// TestJSONForkSubOffsetInLargeAppend: the same for a JSON stream, whose
+// sub-offset counts the messages of the append.
+func TestJSONForkSubOffsetInLargeAppend(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	const ct = "application/json"
+	resp, body := s.do("PUT", "j", `{"first":true}`, "Content-Type", ct)
+	s.want(resp, body, 201)
+	at := resp.Header.Get("Stream-Next-Offset")
+	// 3000 messages of about 250 bytes: about 730 KiB in one append.
+	msgs := make([]string, 3000)
+	pad := strings.Repeat("x", 230)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"i":%d,"p":"%s"}`, i, pad)
+	}
+	resp, body = s.do("POST", "j", "["+strings.Join(msgs, ",")+"]", "Content-Type", ct)
+	s.want(resp, body, 204)
+	resp, body = s.do("POST", "j", `{"after":true}`, "Content-Type", ct)
+	s.want(resp, body, 204)
+
+	for _, n := range []int{1, 500, 1100, 2999, 3000} {
+		path := "jfork-" + strconv.Itoa(n)
+		resp, body = s.do("PUT", path, `{"own":true}`, "Content-Type", ct, "Stream-Forked-From", "/v1/stream/j",
+			"Stream-Fork-Offset", at, "Stream-Fork-Sub-Offset", strconv.Itoa(n))
+		s.want(resp, body, 201)
+		resp, body = s.do("GET", path+"?offset=-1", "")
+		s.want(resp, body, 200)
+		var got []json.RawMessage
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("fork at sub-offset %d: %v", n, err)
+		}
+		want := append(append([]string{`{"first":true}`}, msgs[:n]...), `{"own":true}`)
+		if len(got) != len(want) {
+			t.Errorf("fork at sub-offset %d: %d messages, want %d", n, len(got), len(want))
+			continue
+		}
+		for i := range want {
+			if string(got[i]) != want[i] {
+				t.Errorf("fork at sub-offset %d: message %d is %.40s, want %.40s", n, i, got[i], want[i])
+				break
+			}
+		}
+	}
+	resp, body = s.do("PUT", "jfork-past", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/j",
+		"Stream-Fork-Offset", at, "Stream-Fork-Sub-Offset", "3001")
+	s.want(resp, body, 400)
+}
+
+// firstDiff returns the index of the first byte where a and b differ.
+func firstDiff(a, b string) int {
+	for i := 0; i < min(len(a), len(b)); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
