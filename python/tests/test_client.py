@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from helpers import Faults, log_events
+from helpers import Faults, SplittingProxy, log_events
 from tether import OFFSET_START, AsyncClient, Client, Event, Snapshot, TetherError
 
 QUICK = {"demo": {"tokens": 30, "delay_ms": 2}}
@@ -232,3 +232,25 @@ def test_declared_agents(start_server, connect):
         assert agents["demo"].in_process and agents["configured"].declared == "config" and agents["mine"].declared == "api"
         c.forget_agent("mine")
         assert "mine" not in {a.name for a in c.list_agents()}
+
+
+def test_a_character_cut_across_reads_arrives_whole(server, connect):
+    """An answer's text with characters of 2, 3 and 4 bytes, read back through a proxy that cuts
+    every one of them between two reads: each arrives whole, never as U+FFFD."""
+    answer = "é 中文 😀👍🏽"
+    with connect(server.url) as c:
+        th = c.create_thread()
+        run = c.create_run(th.id, "why?", metadata={"demo": {"tokens": 3, "delay_ms": 0, "ask": True}})
+        for ev in c.follow(run.id):
+            if ev.type == "run.waiting":
+                c.submit_input(run.id, answer)
+    proxy = SplittingProxy(server.url)
+    try:
+        with connect(proxy.url) as c:
+            events = list(c.follow(run.id))
+    finally:
+        proxy.close()
+    text = "".join(e.delta or "" for e in events if e.type == "text.delta")
+    assert f"\u201c{answer}\u201d" in text and "\ufffd" not in text
+    assert proxy.split >= len(answer.replace(" ", "")) + 2  # the characters were cut (the quotes too)
+    assert events[-1].type == "run.finished" and events[-1].status == "done"
