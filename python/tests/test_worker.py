@@ -391,3 +391,19 @@ def test_the_events_of_one_emit_go_in_one_append(server):
         assert sum(len(b) for b in names) == 1 + 999 + 2 + 1  # and run.finished
 
     asyncio.run(main())
+
+
+def test_stop_before_run_makes_run_return(server):
+    """``stop()`` called before ``run()`` (a signal that came while the program was still setting
+    up): run returns without claiming, as it would had stop come a moment later. It ran for ever."""
+
+    async def agent(run: Run, s: Session):
+        yield "never"
+
+    async def main():
+        w = Worker(server.url, {"idle": agent}, id="py-early-stop", claim_wait=1)
+        w.stop()
+        await asyncio.wait_for(w.run(), 30)
+        assert w.claimed == 0
+
+    asyncio.run(main())

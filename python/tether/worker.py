@@ -94,12 +94,18 @@ class Worker:
         self._client = client or AsyncClient(base_url, token)
         self._own_client = client is None
         self._stopping: Optional[asyncio.Event] = None
+        self._stop_asked = False  # stop() came: also before run() made _stopping, which run() then sets
         self._running = False
         self.claimed = 0
         """How many runs this worker has claimed (for tests and metrics)."""
 
     def stop(self) -> None:
-        """Stops claiming; :meth:`run` cancels the running agents and returns (their runs are left to the server)."""
+        """Stops claiming; :meth:`run` cancels the running agents and returns (their runs are left to the server).
+
+        Called before :meth:`run` (a signal while the program is still starting), it makes run
+        return at once, without claiming.
+        """
+        self._stop_asked = True
         if self._stopping is not None:
             self._stopping.set()
 
@@ -128,6 +134,8 @@ class Worker:
             raise RuntimeError("the worker is already running")
         self._running = True
         self._stopping = asyncio.Event()
+        if self._stop_asked:
+            self._stopping.set()
         sem = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         try:
@@ -140,6 +148,7 @@ class Worker:
                 if pending:
                     log.warning("tether worker: %d agents did not return after %.0fs; leaving them", len(pending), self.stop_wait)
             self._running = False
+            self._stop_asked = False  # a stop ends one run
             if self._own_client:
                 await self._client.aclose()
 
