@@ -166,7 +166,7 @@ type call struct {
 
 // do runs a REST call, with retries, and decodes a 2xx body into out
 // (unless out is nil). A non-2xx answer is returned as a *tether.Error, and
-// so is a 2xx whose body cannot be decoded as out (code internal); a 2xx
+// so is a 2xx whose body cannot be decoded as out (code protocol); a 2xx
 // whose body is cut short is a transport error.
 func (c *Client) do(ctx context.Context, cl call, out any) error {
 	var body []byte

@@ -35,9 +35,10 @@
 // error answer that is not the protocol's (a proxy's page instead of an
 // error body) has the code its status means (404 not_found, 503
 // unavailable, …; internal for a status without one), and a 2xx whose body
-// is not the JSON expected (empty, HTML) code internal; the body is never
-// in the message. A 2xx whose body is cut short (the connection dropped
-// mid-answer) is a transport error, retried as one.
+// is not the JSON expected (empty, HTML) the client's code protocol
+// (CodeProtocol), as a stream that is not an event stream; the body is
+// never in the message. A 2xx whose body is cut short (the connection
+// dropped mid-answer) is a transport error, retried as one.
 //
 // # Tokens
 //

@@ -348,9 +348,9 @@ func TestTransportError(t *testing.T) {
 }
 
 // A 2xx whose body is not the JSON asked for (a proxy's page, nothing,
-// JSON of another shape) is an error with a code the caller
-// can switch on, internal as for any answer not of the protocol, and its
-// message does not carry the body.
+// JSON of another shape) is an error with a code the caller can switch
+// on, the clients' own protocol (the TypeScript and Python clients give the
+// same), and its message does not carry the body.
 func TestUndecodableAnswer(t *testing.T) {
 	tests := []struct {
 		name string
@@ -368,8 +368,8 @@ func TestUndecodableAnswer(t *testing.T) {
 			c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { tc.h(w) })
 			_, err := c.CreateThread(context.Background(), "t1", nil)
 			var te *tether.Error
-			if !errors.As(err, &te) || te.Code != tether.CodeInternal {
-				t.Fatalf("err = %v, want a *tether.Error with code internal", err)
+			if !errors.As(err, &te) || te.Code != CodeProtocol {
+				t.Fatalf("err = %v, want a *tether.Error with code protocol", err)
 			}
 			if strings.Contains(te.Message, "db01") {
 				t.Errorf("message leaks the body: %q", te.Message)

@@ -389,7 +389,21 @@ func TestSubscribeNotAnEventStream(t *testing.T) {
 		_, _ = w.Write([]byte("<html>login</html>"))
 	})
 	_, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{ThreadID: "t1"}))
-	if len(errs) != 1 || tether.CodeOf(errs[0]) != tether.CodeInternal || strings.Contains(errs[0].Error(), "login") {
+	if len(errs) != 1 || tether.CodeOf(errs[0]) != CodeProtocol || strings.Contains(errs[0].Error(), "login") {
+		t.Fatalf("errors %v", errs)
+	}
+}
+
+// An event whose data is not JSON ends the subscription with code
+// protocol: resuming would read the same event again.
+func TestSubscribeEventNotJSON(t *testing.T) {
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		st := openStream(w)
+		st.connected(15000)
+		st.raw("id: " + string(off(1)) + "\nevent: text.delta\ndata: <html>login</html>\n\n")
+	})
+	_, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
+	if len(errs) != 1 || tether.CodeOf(errs[0]) != CodeProtocol || strings.Contains(errs[0].Error(), "login") {
 		t.Fatalf("errors %v", errs)
 	}
 }

@@ -16,7 +16,7 @@ from . import _api
 from ._lease import CANCEL_REQUESTED, RUN_ENDED, SHUTDOWN, RunTransport
 from .aio import AsyncClient
 from .client import DEFAULT_URL
-from .errors import BAD_REQUEST, CONFLICT, FORBIDDEN, INTERNAL, UNAUTHORIZED, TetherError
+from .errors import BAD_REQUEST, CONFLICT, FORBIDDEN, PROTOCOL, UNAUTHORIZED, TetherError
 from .session import Reasoning, Session
 from .types import Message, Run
 
@@ -217,9 +217,9 @@ class Worker:
             msgs = tuple(Message.from_json(m) for m in v.get("messages") or ())
             offset = str(v.get("offset") or "")
         except (ValueError, KeyError, TypeError):
-            raise TetherError(INTERNAL, "claim: the answer is not a claimed run")
+            raise TetherError(PROTOCOL, "claim: the answer is not a claimed run")
         if not run.id or not token:
-            raise TetherError(INTERNAL, "claim: the answer is not a claimed run")
+            raise TetherError(PROTOCOL, "claim: the answer is not a claimed run")
         return run, msgs, token, ttl, offset
 
     async def _execute(self, run: Run, messages: tuple[Message, ...], token: str, ttl: float, offset: str) -> None:
