@@ -166,7 +166,8 @@ type call struct {
 
 // do runs a REST call, with retries, and decodes a 2xx body into out
 // (unless out is nil). A non-2xx answer is returned as a *tether.Error, and
-// so is a 2xx whose body cannot be read as out (code internal).
+// so is a 2xx whose body cannot be decoded as out (code protocol); a 2xx
+// whose body is cut short is a transport error.
 func (c *Client) do(ctx context.Context, cl call, out any) error {
 	var body []byte
 	if cl.body != nil {
@@ -227,7 +228,16 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 	if out == nil {
 		return false, 0, nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	// The body is read whole before it is decoded, so that a connection
+	// dropped mid-answer is told apart from an answer that is not the
+	// JSON expected: the first is a transport failure, retried as one
+	// (the server acted, so only a call safe to repeat is); the second
+	// would be the same again.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return cl.retry == retrySafe, 0, fmt.Errorf("%s: read the answer: %w", cl.op, err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
 		return false, 0, badAnswer(cl.op, resp, err)
 	}
 	return false, 0, nil

@@ -35,8 +35,10 @@
 // error answer that is not the protocol's (a proxy's page instead of an
 // error body) has the code its status means (404 not_found, 503
 // unavailable, …; internal for a status without one), and a 2xx whose body
-// is not the JSON expected (empty, cut short, HTML) code internal; the
-// body is never in the message.
+// is not the JSON expected (empty, HTML) the client's code protocol
+// (CodeProtocol), as a stream that is not an event stream; the body is
+// never in the message. A 2xx whose body is cut short (the connection
+// dropped mid-answer) is a transport error, retried as one.
 //
 // # Tokens
 //
@@ -143,7 +145,8 @@
 //     the server cannot have acted (a refused connection, 503, 429): a
 //     retry after the request reached the server could act twice. The other
 //     calls are idempotent (CreateRun through its Idempotency-Key) and are
-//     also retried after transport errors and other 5xx answers.
+//     also retried after transport errors (an answer cut short by a dropped
+//     connection too) and other 5xx answers.
 //   - The default HTTP client has no timeout, since streams are long: bound
 //     REST calls with the context.
 //   - A token that the token function returns and the server then finds

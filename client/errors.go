@@ -15,6 +15,14 @@ import (
 // code.
 const CodeTokenUnavailable tether.Code = "token_unavailable"
 
+// CodeProtocol is the client's code, never the server's, for an answer
+// that is not what the protocol says: a 2xx whose body is not the JSON
+// expected (a proxy's page, an empty body, JSON of another shape), a
+// stream that is not an event stream, an event that is not JSON. Repeating
+// the request would most likely get the same. The TypeScript and Python
+// clients use the same code (docs/protocol.md §1).
+const CodeProtocol tether.Code = "protocol"
+
 // responseError turns a non-2xx answer into a *tether.Error with the
 // server's code and message. An answer that is not the protocol's error
 // body (a proxy's page, say) gives the code its status means
@@ -59,11 +67,11 @@ func codeForStatus(status int) tether.Code {
 }
 
 // badAnswer is the error of a 2xx answer whose body is not the JSON the
-// call expects: a proxy's page, an empty or cut-short body. Like an error
-// answer that is not the protocol's, it has code internal and a message
-// without the body; the decoder's error is kept as the cause, for logs.
+// call expects: a proxy's page, an empty body. It has code protocol and a
+// message without the body; the decoder's error is kept as the cause, for
+// logs.
 func badAnswer(op string, resp *http.Response, err error) *tether.Error {
-	return tether.Wrap(err, tether.CodeInternal,
+	return tether.Wrap(err, CodeProtocol,
 		fmt.Sprintf("%s: server answered %d %s with a body that is not the expected JSON", op, resp.StatusCode, http.StatusText(resp.StatusCode)))
 }
 

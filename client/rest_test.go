@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,8 @@ func TestCreateThreadNoID(t *testing.T) {
 		t.Fatalf("requests = %+v", reqs)
 	}
 }
+
+const threadSnapshotJSON = `{"thread":` + threadJSON + `,"runs":[` + runJSON + `],"messages":[],"offset":"0000000001_0000000000000002"}`
 
 func TestThread(t *testing.T) {
 	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
@@ -344,10 +347,10 @@ func TestTransportError(t *testing.T) {
 	}
 }
 
-// A 2xx whose body is not the JSON asked for (a proxy's page, nothing, a
-// body cut short, JSON of another shape) is an error with a code the caller
-// can switch on, internal as for any answer not of the protocol, and its
-// message does not carry the body.
+// A 2xx whose body is not the JSON asked for (a proxy's page, nothing,
+// JSON of another shape) is an error with a code the caller can switch
+// on, the clients' own protocol (the TypeScript and Python clients give the
+// same), and its message does not carry the body.
 func TestUndecodableAnswer(t *testing.T) {
 	tests := []struct {
 		name string
@@ -358,10 +361,6 @@ func TestUndecodableAnswer(t *testing.T) {
 			_, _ = io.WriteString(w, `<html>welcome to db01.internal</html>`)
 		}},
 		{"empty", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }},
-		{"cut short", func(w http.ResponseWriter) {
-			w.Header().Set("Content-Length", "100")
-			_, _ = io.WriteString(w, `{"id":"t1","metadata":{"db01`)
-		}},
 		{"other shape", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, `["db01"]`) }},
 	}
 	for _, tc := range tests {
@@ -369,8 +368,8 @@ func TestUndecodableAnswer(t *testing.T) {
 			c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { tc.h(w) })
 			_, err := c.CreateThread(context.Background(), "t1", nil)
 			var te *tether.Error
-			if !errors.As(err, &te) || te.Code != tether.CodeInternal {
-				t.Fatalf("err = %v, want a *tether.Error with code internal", err)
+			if !errors.As(err, &te) || te.Code != CodeProtocol {
+				t.Fatalf("err = %v, want a *tether.Error with code protocol", err)
 			}
 			if strings.Contains(te.Message, "db01") {
 				t.Errorf("message leaks the body: %q", te.Message)
@@ -403,4 +402,82 @@ func TestErrorAnswerNotOfTheProtocol(t *testing.T) {
 			t.Errorf("%d: err = %v, want a *tether.Error with code %s and no body", status, err, want)
 		}
 	}
+}
+
+// cutShort answers 200 with the start of body and then closes the
+// connection: the Content-Length promises more than is sent, as when a
+// connection drops mid-answer.
+func cutShort(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = io.WriteString(w, body[:len(body)/2])
+}
+
+// A 2xx answer cut short by a dropped connection is a transport failure,
+// not an answer: a call that is safe to repeat (a GET, a thread with its
+// id, a run with its Idempotency-Key) is retried as after any transport
+// error, and one that is not (a thread without an id) is not, and fails
+// with the transport's error, not a code of the server.
+func TestCutShortAnswerRetried(t *testing.T) {
+	t.Run("get", func(t *testing.T) {
+		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			if n == 1 {
+				cutShort(w, threadSnapshotJSON)
+				return
+			}
+			writeJSON(w, http.StatusOK, threadSnapshotJSON)
+		})
+		s, err := c.Thread(context.Background(), "t1")
+		if err != nil {
+			t.Fatalf("Thread: %v", err)
+		}
+		if s.Thread.ID != "t 1" {
+			t.Errorf("thread = %+v", s.Thread)
+		}
+		if n := len(rec.all()); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+	})
+	t.Run("create run", func(t *testing.T) {
+		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			if n < 3 {
+				cutShort(w, runJSON)
+				return
+			}
+			writeJSON(w, http.StatusCreated, runJSON)
+		})
+		run, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo"})
+		if err != nil || run.ID != "r1" {
+			t.Fatalf("CreateRun = %+v, %v", run, err)
+		}
+		reqs := rec.all()
+		if len(reqs) != 3 {
+			t.Fatalf("%d requests, want 3", len(reqs))
+		}
+		for _, r := range reqs {
+			if k := r.Header.Get("Idempotency-Key"); k != reqs[0].Header.Get("Idempotency-Key") || k == "" {
+				t.Errorf("Idempotency-Key %q, want the first's %q", k, reqs[0].Header.Get("Idempotency-Key"))
+			}
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { cutShort(w, threadSnapshotJSON) })
+		_, err := c.Thread(context.Background(), "t1")
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "get thread: ") {
+			t.Fatalf("err = %v, want get thread's unexpected EOF", err)
+		}
+		if n := len(rec.all()); n != 1+maxRetries {
+			t.Errorf("%d requests, want %d", n, 1+maxRetries)
+		}
+	})
+	t.Run("not safe to repeat", func(t *testing.T) {
+		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { cutShort(w, threadJSON) })
+		_, err := c.CreateThread(context.Background(), "", nil)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("err = %v, want unexpected EOF", err)
+		}
+		if n := len(rec.all()); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
 }

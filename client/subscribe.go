@@ -300,7 +300,7 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 		if mt == "" {
 			mt = "no content type"
 		}
-		return outcome{err: tether.Errorf(tether.CodeInternal, "server answered %.64s, not an event stream", mt), fatal: true}
+		return outcome{err: tether.Errorf(CodeProtocol, "server answered %.64s, not an event stream", mt), fatal: true}
 	}
 	w.r = resp.Body
 	// Ask for the next token ahead of this one's exp, so that the
@@ -388,7 +388,7 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 			}
 			var snap tether.Snapshot
 			if err := json.Unmarshal([]byte(f.Data), &snap); err != nil {
-				return outcome{err: tether.Errorf(tether.CodeInternal, "subscribe: the snapshot is not valid JSON"), fatal: true}
+				return outcome{err: tether.Errorf(CodeProtocol, "subscribe: the snapshot is not valid JSON"), fatal: true}
 			}
 			if snap.Offset == "" && f.HasID {
 				snap.Offset = tether.Offset(f.ID)
@@ -410,7 +410,7 @@ func (s *subscription) connect(ctx context.Context, yield func(Update, error) bo
 			}
 			var ev tether.Event
 			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
-				return outcome{err: tether.Errorf(tether.CodeInternal, "subscribe: event %.64q is not valid JSON", f.ID), fatal: true}
+				return outcome{err: tether.Errorf(CodeProtocol, "subscribe: event %.64q is not valid JSON", f.ID), fatal: true}
 			}
 			if ev.Offset == "" && f.HasID {
 				ev.Offset = tether.Offset(f.ID)

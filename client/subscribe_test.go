@@ -138,6 +138,39 @@ func TestSubscribeUnevenChunks(t *testing.T) {
 	checkEvents(t, got, offsets(1, 21), errs)
 }
 
+// Text with characters of 2, 3 and 4 bytes, written a byte at a time so
+// that every character is cut between two reads: each arrives whole.
+func TestSubscribeSplitCharacters(t *testing.T) {
+	text := []string{"é ", "中文 ", "😀👍🏽"}
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		st := openStream(w)
+		st.connected(15000)
+		var all strings.Builder
+		for i, d := range text {
+			e := delta(i + 1)
+			e.Delta = d
+			all.WriteString(frame(e))
+		}
+		all.WriteString(frame(finished(len(text) + 1)))
+		b := all.String()
+		for i := range len(b) {
+			st.raw(b[i : i+1])
+		}
+	})
+	var got []string
+	for u, err := range c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Event.Type == tether.EventTextDelta {
+			got = append(got, u.Event.Delta)
+		}
+	}
+	if !reflect.DeepEqual(got, text) {
+		t.Errorf("deltas %q, want %q", got, text)
+	}
+}
+
 // The connection breaks in the middle of a frame: the half frame is
 // dropped and the stream resumes after the last whole event.
 func TestSubscribeDropMidFrame(t *testing.T) {
@@ -356,7 +389,21 @@ func TestSubscribeNotAnEventStream(t *testing.T) {
 		_, _ = w.Write([]byte("<html>login</html>"))
 	})
 	_, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{ThreadID: "t1"}))
-	if len(errs) != 1 || tether.CodeOf(errs[0]) != tether.CodeInternal || strings.Contains(errs[0].Error(), "login") {
+	if len(errs) != 1 || tether.CodeOf(errs[0]) != CodeProtocol || strings.Contains(errs[0].Error(), "login") {
+		t.Fatalf("errors %v", errs)
+	}
+}
+
+// An event whose data is not JSON ends the subscription with code
+// protocol: resuming would read the same event again.
+func TestSubscribeEventNotJSON(t *testing.T) {
+	c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+		st := openStream(w)
+		st.connected(15000)
+		st.raw("id: " + string(off(1)) + "\nevent: text.delta\ndata: <html>login</html>\n\n")
+	})
+	_, _, errs := collect(t, c.Subscribe(testCtx(t), SubscribeRequest{RunID: "r1", After: tether.OffsetStart}))
+	if len(errs) != 1 || tether.CodeOf(errs[0]) != CodeProtocol || strings.Contains(errs[0].Error(), "login") {
 		t.Fatalf("errors %v", errs)
 	}
 }

@@ -232,7 +232,7 @@ func (w *Worker) claim(ctx context.Context) (*claimed, error) {
 	}
 	cl := &claimed{at: time.Now()}
 	if err := json.Unmarshal(a.body, cl); err != nil || cl.Run.ID == "" || cl.Lease.Token == "" {
-		return nil, tether.Errorf(tether.CodeInternal, "claim: the answer is not a claimed run")
+		return nil, tether.Errorf(CodeProtocol, "claim: the answer is not a claimed run")
 	}
 	return cl, nil
 }

@@ -331,8 +331,8 @@ type answer struct {
 	body   []byte
 }
 
-// maxAnswer bounds the answers a worker reads; a claim's answer holds the
-// thread's conversation.
+// maxAnswer bounds the answers the client reads; a claim's answer holds
+// the thread's conversation, a thread's snapshot all its messages.
 const maxAnswer = 256 << 20
 
 // post makes one POST with a JSON body (none if body is nil), bounded by

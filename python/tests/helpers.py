@@ -1,10 +1,13 @@
 """Helpers of the tests: reading a thread's whole log as the server has it; the asyncio client
-called as the sync one is; faults injected into a client's requests to the real server."""
+called as the sync one is; faults injected into a client's requests to the real server; a proxy
+that hands the server's bytes over cut inside their characters."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
+import threading
 import time
 from typing import Any, Callable, Iterator, Optional
 
@@ -162,3 +165,69 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.aio.aclose()
+
+
+class SplittingProxy:
+    """A TCP proxy to the real server that sends each chunk of the server's answers on in pieces
+    cut inside every multi-byte UTF-8 character (before each continuation byte), each piece sent
+    alone and a moment after the one before, so the client's reads split the characters.
+    ``split`` counts the characters cut. Closed by :meth:`close`."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.split = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.socks: list[socket.socket] = []
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks += [client, server]
+            for args in ((client, server, False), (server, client, True)):
+                t = threading.Thread(target=self._pump, args=args, daemon=True)
+                self.threads.append(t)
+                t.start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, split: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if not split:
+                    dst.sendall(data)
+                    continue
+                start = 0
+                for i in range(1, len(data)):
+                    if 0x80 <= data[i] < 0xC0 and data[i - 1] >= 0xC0:  # a lead byte, then its continuation
+                        dst.sendall(data[start:i])
+                        self.split += 1
+                        start = i
+                        time.sleep(0.005)
+                dst.sendall(data[start:])
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self.socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        for t in self.threads:
+            t.join(5)

@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from helpers import Faults, log_events
-from tether import OFFSET_START, AsyncClient, Client, Event, Snapshot, TetherError
+from helpers import Faults, SplittingProxy, log_events
+from tether import OFFSET_START, AsyncClient, Client, Event, Snapshot, StreamError, TetherError
 
 QUICK = {"demo": {"tokens": 30, "delay_ms": 2}}
 
@@ -148,8 +148,8 @@ def test_calls_are_retried_where_it_is_safe_and_a_run_starts_once(server, connec
 @pytest.mark.parametrize("fault", ["page", "empty"])
 def test_a_2xx_that_is_not_json_is_an_error_with_a_code(server, connect, fault):
     """A 2xx whose body is not the JSON the call expects (a proxy's page, nothing) is a TetherError
-    with code ``internal``, as an error answer that is not the protocol's is: never a raw decode
-    error, nor a made-up empty thread. Its message does not carry the body."""
+    with the clients' code ``protocol`` (the Go and TypeScript clients give the same): never a raw
+    decode error, nor a made-up empty thread. Its message does not carry the body."""
     faults = Faults()
     with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
         c.create_thread("t1")
@@ -158,9 +158,21 @@ def test_a_2xx_that_is_not_json_is_an_error_with_a_code(server, connect, fault):
             faults.inject((method, path, fault))
             with pytest.raises(TetherError) as e:
                 call()
-            assert (e.value.code, e.value.status) == ("internal", 200), e.value
+            assert (e.value.code, e.value.status) == ("protocol", 200), e.value
             assert "db01" not in str(e.value)
             assert faults.paths(n) == [path]
+
+
+def test_a_stream_that_is_not_an_event_stream_ends_with_code_protocol(server, connect):
+    """A subscription answered 200 with a proxy's page instead of an event stream raises a
+    StreamError with code ``protocol``, as the Go and TypeScript clients do, without the page."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        c.create_thread("t1")
+        faults.inject(("GET", "/events", "page"))
+        with pytest.raises(StreamError) as e:
+            list(c.subscribe("t1", after=OFFSET_START))
+        assert e.value.code == "protocol" and "db01" not in str(e.value)
 
 
 def test_a_refused_stream_waits_out_retry_after(server, connect):
@@ -232,3 +244,25 @@ def test_declared_agents(start_server, connect):
         assert agents["demo"].in_process and agents["configured"].declared == "config" and agents["mine"].declared == "api"
         c.forget_agent("mine")
         assert "mine" not in {a.name for a in c.list_agents()}
+
+
+def test_a_character_cut_across_reads_arrives_whole(server, connect):
+    """An answer's text with characters of 2, 3 and 4 bytes, read back through a proxy that cuts
+    every one of them between two reads: each arrives whole, never as U+FFFD."""
+    answer = "é 中文 😀👍🏽"
+    with connect(server.url) as c:
+        th = c.create_thread()
+        run = c.create_run(th.id, "why?", metadata={"demo": {"tokens": 3, "delay_ms": 0, "ask": True}})
+        for ev in c.follow(run.id):
+            if ev.type == "run.waiting":
+                c.submit_input(run.id, answer)
+    proxy = SplittingProxy(server.url)
+    try:
+        with connect(proxy.url) as c:
+            events = list(c.follow(run.id))
+    finally:
+        proxy.close()
+    text = "".join(e.delta or "" for e in events if e.type == "text.delta")
+    assert f"\u201c{answer}\u201d" in text and "\ufffd" not in text
+    assert proxy.split >= len(answer.replace(" ", "")) + 2  # the characters were cut (the quotes too)
+    assert events[-1].type == "run.finished" and events[-1].status == "done"

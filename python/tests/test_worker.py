@@ -282,6 +282,39 @@ def test_an_event_json_cannot_hold_raises_at_its_emit(server):
     asyncio.run(main())
 
 
+def test_a_character_split_across_two_deltas_is_sent_whole(server):
+    """A model's stream that splits a character of two UTF-16 halves across two deltas (a JSON
+    ``"\\ud83d"`` then ``"\\ude00"``): the two halves are joined, in text, reasoning and a tool's
+    input, not sent as two U+FFFD. A half whose other never comes is sent when its stream ends,
+    as U+FFFD: nothing is lost."""
+
+    async def agent(run: Run, s: Session):
+        await s.reasoning("think \ud83e")
+        await s.reasoning("\udd14 done")
+        cid = s.new_id("call")
+        await s.tool_started(cid, "echo")
+        await s.tool_delta(cid, '{"q":"\ud83d')
+        await s.tool_delta(cid, '\udc4d"}')
+        await s.tool_finished(cid, output=None)
+        await s.text("smile \ud83d")
+        await s.text("\ude00")
+        await s.text(" and a half \ud83d")
+
+    async def main():
+        async with serving(server.url, {"halves": agent}), AsyncClient(server.url) as c:
+            run, evs = await asyncio.wait_for(run_to_end(c, "halves"), 30)
+            assert evs[-1].type == "run.finished" and evs[-1].status == "done"
+            msg = (await c.get_run(run.id)).messages[-1]
+            assert [p.type for p in msg.parts] == ["reasoning", "tool", "text"]
+            assert msg.parts[0].text == "think \U0001f914 done"
+            assert msg.parts[1].input == {"q": "\U0001f44d"}
+            assert msg.parts[2].text == "smile \U0001f600 and a half \ufffd"
+            deltas = [e.delta for e in evs if e.type in ("text.delta", "reasoning.delta", "tool.delta")]
+            assert not any("\ufffd" in d for d in deltas[:-1]), deltas
+
+    asyncio.run(main())
+
+
 class ClaimTimes(Faults):
     """Faults that note when each claim is sent."""
 
@@ -356,5 +389,21 @@ def test_the_events_of_one_emit_go_in_one_append(server):
         holding = [i for i, body in enumerate(names) if "pair-a" in body or "pair-b" in body]
         assert len(holding) == 1, [len(b) for b in names]
         assert sum(len(b) for b in names) == 1 + 999 + 2 + 1  # and run.finished
+
+    asyncio.run(main())
+
+
+def test_stop_before_run_makes_run_return(server):
+    """``stop()`` called before ``run()`` (a signal that came while the program was still setting
+    up): run returns without claiming, as it would had stop come a moment later. It ran for ever."""
+
+    async def agent(run: Run, s: Session):
+        yield "never"
+
+    async def main():
+        w = Worker(server.url, {"idle": agent}, id="py-early-stop", claim_wait=1)
+        w.stop()
+        await asyncio.wait_for(w.run(), 30)
+        assert w.claimed == 0
 
     asyncio.run(main())

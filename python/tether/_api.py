@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import INTERNAL, TetherError
+from .errors import PROTOCOL, TetherError
 from .types import JSON, Agent, FinalAnswer, Run, RunSnapshot, Snapshot, Thread, ThreadPage
 
 SAFE = "safe"
@@ -51,16 +51,16 @@ class Call(Generic[T]):
     def read(self, r: httpx.Response) -> T:
         """The result of a 2xx answer: its JSON, typed (``parse(None)`` for a call that expects no body).
 
-        A body that is not JSON (a proxy's page, nothing where a resource was expected, a body cut
-        short) is a :class:`TetherError` with code ``internal``, as an error answer that is not the
-        protocol's is; its message never carries the body.
+        A body that is not JSON (a proxy's page, nothing where a resource was expected) is a
+        :class:`TetherError` with the clients' code ``protocol``; its message never carries the
+        body. (A body cut short by a dropped connection is httpx's transport error, retried.)
         """
         if r.status_code == 204 or self.parse is _none:
             return self.parse(None)
         try:
             v = json.loads(r.content)
         except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
-            raise TetherError(INTERNAL, f"{self.op}: the server answered {r.status_code} with a body that is not JSON", r.status_code, r.headers) from e
+            raise TetherError(PROTOCOL, f"{self.op}: the server answered {r.status_code} with a body that is not JSON", r.status_code, r.headers) from e
         return self.parse(v)
 
 

@@ -25,7 +25,7 @@ from ._api import Call, T
 from ._follow import Follower, Outcome, StateCallback, backoff
 from ._sse import FrameTooLarge, SSEParser
 from ._token import TokenKeeper, TokenSource, auth_header, is_token_expired
-from .errors import CONFLICT, INTERNAL, TOO_LARGE, StreamError, TetherError
+from .errors import CONFLICT, PROTOCOL, TOO_LARGE, StreamError, TetherError
 from .types import JSON, Event, Run, RunSnapshot, Snapshot, Thread
 
 
@@ -298,7 +298,7 @@ class ClientCore:
                 return
             ctype = resp.headers.get("content-type", "").split(";")[0].strip()
             if ctype != "text/event-stream":
-                o.error, o.fatal = StreamError(INTERNAL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
+                o.error, o.fatal = StreamError(PROTOCOL, f"the server answered {ctype or 'no content type'}, not an event stream"), True
                 return
             p = SSEParser()
             while (chunk := (yield ReadChunk())) is not None:

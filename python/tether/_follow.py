@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 from urllib.parse import quote, urlencode
 
-from .errors import NOT_FOUND, INTERNAL, StreamError
+from .errors import INTERNAL, NOT_FOUND, PROTOCOL, StreamError
 from .types import OFFSET_NOW, OFFSET_START, Event, Snapshot, Update
 
 DEFAULT_HEARTBEAT = 15.0
@@ -169,7 +169,7 @@ class Follower:
             try:
                 snap = Snapshot.from_json(json.loads(data))
             except ValueError:
-                o.error, o.fatal = StreamError(INTERNAL, "the snapshot is not valid JSON"), True
+                o.error, o.fatal = StreamError(PROTOCOL, "the snapshot is not valid JSON"), True
                 return None
             if not snap.offset and id:
                 snap = Snapshot(snap.thread, snap.runs, snap.messages, id, snap.reset)
@@ -185,10 +185,10 @@ class Follower:
         try:
             raw = json.loads(data)
         except ValueError:
-            o.error, o.fatal = StreamError(INTERNAL, f"event {id[:64]!r} is not valid JSON"), True
+            o.error, o.fatal = StreamError(PROTOCOL, f"event {id[:64]!r} is not valid JSON"), True
             return None
         if not isinstance(raw, dict):
-            o.error, o.fatal = StreamError(INTERNAL, f"event {id[:64]!r} is not a JSON object"), True
+            o.error, o.fatal = StreamError(PROTOCOL, f"event {id[:64]!r} is not a JSON object"), True
             return None
         raw.setdefault("offset", id)
         raw.setdefault("type", event)

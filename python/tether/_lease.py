@@ -42,8 +42,8 @@ SHUTDOWN = "the worker is stopping"
 
 def _encode_event(ev: dict[str, Any]) -> bytes:
     """An event as UTF-8 JSON. A string holding surrogates (half of a character that a model's
-    stream split, JSON-escaped, across two chunks) has no UTF-8 form: it is sent escaped, as
-    JSON allows, and the server reads a lone half as U+FFFD. A value JSON cannot hold raises
+    stream split, JSON-escaped, across two chunks, which the session could not join) has no
+    UTF-8 form: it is sent escaped, as JSON allows, and the server reads a lone half as U+FFFD. A value JSON cannot hold raises
     ``TypeError`` or ``ValueError``."""
     try:
         return json.dumps(ev, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()

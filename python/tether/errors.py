@@ -18,6 +18,11 @@ RATE_LIMITED = "rate_limited"
 UNAVAILABLE = "unavailable"
 INTERNAL = "internal"
 
+# The clients' own code, never the server's: an answer that is not what the protocol says (a 2xx
+# whose body is not the JSON expected, a stream that is not an event stream, an event that is not
+# JSON); a repeat would most likely get the same. The Go and TypeScript clients use it too.
+PROTOCOL = "protocol"
+
 _BY_STATUS = {
     400: BAD_REQUEST,
     401: UNAUTHORIZED,

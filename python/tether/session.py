@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from .types import JSON, Message, Run
 
@@ -52,6 +52,12 @@ class Session:
         self._finished = False
         self._message: Optional[str] = None  # the open assistant message text goes to
         self._calls: set[str] = set()  # the call ids the run's tool calls took
+        # The first half of a character (a UTF-16 high surrogate) that ended a delta, by stream
+        # (event type, message id, call id): a model's stream that cut a character's JSON escape
+        # ("\ud83d", "\ude00") across two chunks gives its halves in two deltas, and each alone
+        # has no UTF-8 form (the server would read two U+FFFD). It waits for its stream's next
+        # delta, which starts with the other half; if its stream ends first, it goes alone.
+        self._halves: dict[tuple[str, str, str], str] = {}
 
     # -- state
 
@@ -103,7 +109,7 @@ class Session:
         """
         if self._finished:
             raise Finished("the run is finished")
-        self._t.put(list(events))  # raises with nothing queued
+        self._t.put(self._ended_halves(events) + list(events))  # raises with nothing queued
         if any(ev.get("type") == "run.finished" for ev in events):
             self._finished = True
         await self._t.room()
@@ -111,7 +117,39 @@ class Session:
     async def flush(self) -> None:
         """Waits until every event emitted so far is committed; raises the error of a refused append,
         and ``lease_lost`` once the worker lost the run with events of it still unsent (always, after)."""
+        if self._halves and not self._finished:
+            self._t.put(self._ended_halves([{"type": "run.finished"}]))
         await self._t.flush()
+
+    def _delta(self, type: str, message_id: str, delta: str, call_id: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """A delta event of a stream, with the half character its last delta ended with in front,
+        and without a half character at its own end (held for the next); ``None`` if nothing is left."""
+        key = (type, message_id, call_id or "")
+        delta = self._halves.pop(key, "") + delta
+        if delta and "\ud800" <= delta[-1] <= "\udbff":
+            self._halves[key] = delta[-1]
+            delta = delta[:-1]
+        if not delta:
+            return None
+        ev: dict[str, Any] = {"type": type, "message_id": message_id, "delta": delta}
+        if call_id is not None:
+            ev["call_id"] = call_id
+        return ev
+
+    def _ended_halves(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The held halves of the streams that ``events`` end (a message's, a tool call's, the run's),
+        as deltas of their own to go before them: the server reads each as U+FFFD."""
+        out: list[dict[str, Any]] = []
+        for ev in events if self._halves else ():
+            t = ev.get("type")
+            for key in list(self._halves):
+                typ, mid, cid = key
+                if t == "run.finished" or (t == "message.finished" and ev.get("message_id") == mid) or (t == "tool.finished" and cid and ev.get("call_id") == cid):
+                    d: dict[str, Any] = {"type": typ, "message_id": mid, "delta": self._halves.pop(key)}
+                    if cid:
+                        d["call_id"] = cid
+                    out.append(d)
+        return out
 
     async def start_message(self, role: str = "assistant", *, metadata: Optional[dict[str, Any]] = None) -> str:
         """Starts a message and returns its id; text and reasoning without an id go to it."""
@@ -134,13 +172,13 @@ class Session:
 
     async def text(self, delta: str, *, message_id: Optional[str] = None) -> None:
         """Streams answer text (into the open assistant message, started if there is none)."""
-        if delta:
-            await self.emit({"type": "text.delta", "message_id": await self._msg(message_id), "delta": delta})
+        if delta and (ev := self._delta("text.delta", await self._msg(message_id), delta)):
+            await self.emit(ev)
 
     async def reasoning(self, delta: str, *, message_id: Optional[str] = None) -> None:
         """Streams reasoning (shown apart from the answer)."""
-        if delta:
-            await self.emit({"type": "reasoning.delta", "message_id": await self._msg(message_id), "delta": delta})
+        if delta and (ev := self._delta("reasoning.delta", await self._msg(message_id), delta)):
+            await self.emit(ev)
 
     async def tool_started(self, call_id: str, name: str, *, message_id: Optional[str] = None) -> None:
         """Starts a tool call; stream its input with :meth:`tool_delta`."""
@@ -149,8 +187,8 @@ class Session:
 
     async def tool_delta(self, call_id: str, delta: str, *, message_id: Optional[str] = None) -> None:
         """Streams part of a tool call's input (its arguments' JSON text)."""
-        if delta:
-            await self.emit({"type": "tool.delta", "message_id": await self._msg(message_id), "call_id": call_id, "delta": delta})
+        if delta and (ev := self._delta("tool.delta", await self._msg(message_id), delta, call_id)):
+            await self.emit(ev)
 
     async def tool_finished(
         self, call_id: str, *, input: JSON = _UNSET, output: JSON = _UNSET, error: JSON = _UNSET, message_id: Optional[str] = None

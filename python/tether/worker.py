@@ -16,7 +16,7 @@ from . import _api
 from ._lease import CANCEL_REQUESTED, RUN_ENDED, SHUTDOWN, RunTransport
 from .aio import AsyncClient
 from .client import DEFAULT_URL
-from .errors import BAD_REQUEST, CONFLICT, FORBIDDEN, INTERNAL, UNAUTHORIZED, TetherError
+from .errors import BAD_REQUEST, CONFLICT, FORBIDDEN, PROTOCOL, UNAUTHORIZED, TetherError
 from .session import Reasoning, Session
 from .types import Message, Run
 
@@ -94,12 +94,18 @@ class Worker:
         self._client = client or AsyncClient(base_url, token)
         self._own_client = client is None
         self._stopping: Optional[asyncio.Event] = None
+        self._stop_asked = False  # stop() came: also before run() made _stopping, which run() then sets
         self._running = False
         self.claimed = 0
         """How many runs this worker has claimed (for tests and metrics)."""
 
     def stop(self) -> None:
-        """Stops claiming; :meth:`run` cancels the running agents and returns (their runs are left to the server)."""
+        """Stops claiming; :meth:`run` cancels the running agents and returns (their runs are left to the server).
+
+        Called before :meth:`run` (a signal while the program is still starting), it makes run
+        return at once, without claiming.
+        """
+        self._stop_asked = True
         if self._stopping is not None:
             self._stopping.set()
 
@@ -128,6 +134,8 @@ class Worker:
             raise RuntimeError("the worker is already running")
         self._running = True
         self._stopping = asyncio.Event()
+        if self._stop_asked:
+            self._stopping.set()
         sem = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         try:
@@ -140,6 +148,7 @@ class Worker:
                 if pending:
                     log.warning("tether worker: %d agents did not return after %.0fs; leaving them", len(pending), self.stop_wait)
             self._running = False
+            self._stop_asked = False  # a stop ends one run
             if self._own_client:
                 await self._client.aclose()
 
@@ -208,9 +217,9 @@ class Worker:
             msgs = tuple(Message.from_json(m) for m in v.get("messages") or ())
             offset = str(v.get("offset") or "")
         except (ValueError, KeyError, TypeError):
-            raise TetherError(INTERNAL, "claim: the answer is not a claimed run")
+            raise TetherError(PROTOCOL, "claim: the answer is not a claimed run")
         if not run.id or not token:
-            raise TetherError(INTERNAL, "claim: the answer is not a claimed run")
+            raise TetherError(PROTOCOL, "claim: the answer is not a claimed run")
         return run, msgs, token, ttl, offset
 
     async def _execute(self, run: Run, messages: tuple[Message, ...], token: str, ttl: float, offset: str) -> None:

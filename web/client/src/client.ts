@@ -159,8 +159,22 @@ export class TetherClient implements Transport {
     });
     if (!res.ok) throw await errorFromResponse(res);
     if (res.status === 204) return undefined as T;
+    // The body is read whole before it is parsed, so that a connection
+    // dropped mid-answer (a network error: retryable) is told apart from
+    // an answer that is not JSON (the same again on a retry).
+    let text: string;
     try {
-      return (await res.json()) as T;
+      text = await res.text();
+    } catch (err) {
+      const e = toTetherError(err, opts.signal);
+      if (e.code !== 'network') throw e;
+      throw new TetherError('network', 'the connection dropped before the whole answer came', 0, {
+        cause: err,
+        requestId: res.headers.get('x-request-id') ?? undefined,
+      });
+    }
+    try {
+      return JSON.parse(text) as T;
     } catch (err) {
       throw new TetherError('protocol', 'the answer is not valid JSON', res.status, { cause: err });
     }

@@ -2,8 +2,9 @@
  * Error codes: the server's stable codes (protocol §1) plus the client's
  * own: `network` (the request did not get an answer), `aborted` (closed by
  * the caller), `timeout` (no answer in time), `protocol` (the server's answer
- * was not what the protocol says), `token_unavailable` (the token function
- * threw: nothing was sent).
+ * was not what the protocol says: a 2xx whose body is not JSON, a stream
+ * that is not an event stream; the Go and Python clients give the same
+ * code), `token_unavailable` (the token function threw: nothing was sent).
  */
 export type ErrorCode =
   | 'bad_request'
