@@ -268,7 +268,10 @@ func TestSubscribeReconnectFrame(t *testing.T) {
 // A stream with nothing (not even a ping) for 3 heartbeats is dropped and
 // resumed.
 func TestSubscribeStall(t *testing.T) {
-	var cancelled atomic.Bool
+	// The server sees the dropped connection when its background read
+	// fails, which can come after the client has already resumed and
+	// finished: wait for it rather than look once.
+	cancelled := make(chan struct{})
 	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
 		st := openStream(w)
 		st.connected(20)
@@ -276,7 +279,7 @@ func TestSubscribeStall(t *testing.T) {
 			st.send(delta(1))
 			select {
 			case <-r.Context().Done():
-				cancelled.Store(true)
+				close(cancelled)
 			case <-time.After(10 * time.Second):
 			}
 			return
@@ -288,7 +291,9 @@ func TestSubscribeStall(t *testing.T) {
 	if reqs := rec.all(); len(reqs) != 2 || reqs[1].Header.Get("Last-Event-ID") != string(off(1)) {
 		t.Errorf("requests %+v", reqs)
 	}
-	if !cancelled.Load() {
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
 		t.Error("the stalled request was not cancelled")
 	}
 }
