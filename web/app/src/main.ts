@@ -155,7 +155,9 @@ class App {
       setText(this.title, t);
       document.title = `${t} — Tether`;
     } else if (v) {
+      // Loading, or deleted (here, in another tab, through the API): the tab no longer names it.
       setText(this.title, v.threadId ?? '');
+      document.title = 'Tether';
     }
     const active = thread ? v?.activeRun : undefined; // none in a thread that is not loaded, or deleted
     this.composer.setActive(!!active, !!active?.cancel_requested_at, active?.status === 'waiting' && !active.cancel_requested_at);

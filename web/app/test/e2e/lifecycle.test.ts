@@ -1,13 +1,16 @@
 // A thread's life on the page, on the real binary in a real Chromium: a
 // first message the server refuses (413, 429) leaves no empty thread
-// behind, and one whose outcome is unknown (503) keeps its thread to send
-// again to.
+// behind, one whose outcome is unknown (503) keeps its thread to send again
+// to, and a thread deleted while open gives the tab its default title back.
 // Screenshots: artifacts/screenshots/12-*.png.
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { pageTests, shot, sleep, threadOf, waitForRunStatus, type Server } from './helpers.js';
+import { pageTests, send, shot, sleep, threadOf, waitForRunStatus, type Server } from './helpers.js';
 
 const setup = pageTests();
+
+/** The sidebar row of a thread. */
+const row = (page: Page, tid: string) => page.locator(`[data-testid="thread-item"][data-thread-id="${tid}"]`);
 
 /** The ids of the threads the server has. */
 async function serverThreads(server: Server): Promise<string[]> {
@@ -97,6 +100,26 @@ describe('thread lifecycle', () => {
     await waitForRunStatus(page, 'done');
     expect(threadOf(page)).toBe(tid);
     expect(await serverThreads(server)).toEqual([tid]);
+    expect(errors).toEqual([]);
+  });
+
+  it('gives the tab its default title back when the open thread is deleted', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    const tid = await send(page, 'Soon deleted');
+    await waitForRunStatus(page, 'done');
+    expect(await page.title()).toBe('Soon deleted — Tether');
+    const res = await fetch(`${server.url}/v1/threads/${encodeURIComponent(tid)}`, { method: 'DELETE' }); // another tab, or a program
+    expect(res.status).toBe(204);
+    await expect.poll(() => page.getByTestId('pane-status').textContent(), { timeout: 10_000 }).toBe('This conversation does not exist, or it was deleted.');
+    await expect.poll(() => page.title(), { timeout: 5000 }).toBe('Tether');
+    expect(await page.getByTestId('thread-title').textContent()).not.toContain('Soon deleted');
+    await expect.poll(() => row(page, tid).count(), { timeout: 10_000 }).toBe(0);
+
+    // Reopened by its link: the same.
+    await page.reload();
+    await expect.poll(() => page.getByTestId('pane-status').textContent(), { timeout: 10_000 }).toBe('This conversation does not exist, or it was deleted.');
+    expect(await page.title()).toBe('Tether');
     expect(errors).toEqual([]);
   });
 });
