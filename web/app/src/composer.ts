@@ -118,6 +118,7 @@ export class Composer {
     this.waiting = active && waiting;
     const said = this.error.textContent;
     if ((said === BUSY && !active) || (said === ANSWER && !this.waiting)) this.showError(undefined);
+    if (!active || stopping) this.leaveStop();
     this.sendBtn.hidden = active;
     this.stopBtn.hidden = !active;
     this.stopBtn.disabled = stopping;
@@ -194,7 +195,18 @@ export class Composer {
     }
   }
 
+  /**
+   * Moves the focus from Stop to the message box before Stop is disabled
+   * or hidden: a focused button that is disabled or hidden drops the focus
+   * to the top of the page, and someone who pressed Stop from the keyboard
+   * would have to Tab back from there.
+   */
+  private leaveStop(): void {
+    if (document.activeElement === this.stopBtn) this.focus();
+  }
+
   private async onStop(): Promise<void> {
+    this.leaveStop();
     this.stopBtn.disabled = true;
     try {
       await this.host.stop();

@@ -1,0 +1,81 @@
+// The page under what real use throws at it, on the real binary in a real
+// Chromium: a server restart during a run, two tabs sending to one thread
+// at once, a long thread, a slow network (Chromium's own throttling, over
+// the DevTools protocol) and a person using the keyboard only.
+// Screenshots: artifacts/screenshots/13-*.png.
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { pageTests, send, waitForRunStatus, type Server } from './helpers.js';
+
+const setup = pageTests();
+
+/** The test id (or tag) of the focused element. */
+const focused = (page: Page) => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName);
+
+/** The runs and messages of a thread, from the server. */
+function snapshot(server: Server, tid: string) {
+  return server.get<{ runs: { id: string; status: string }[]; messages: { role: string; run_id: string }[] }>(`/v1/threads/${encodeURIComponent(tid)}`);
+}
+
+describe('resilience', () => {
+  it('server restarted mid-run: the page shows the run aborted, with nothing lost or twice, and is not left running', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=30&ask=1`);
+    const tid = await send(page, 'Ask me, then restart');
+    await page.getByTestId('input-form').waitFor();
+    await server.restart(); // kill -9, then up again on the same data
+    await waitForRunStatus(page, 'aborted');
+    expect(await page.getByTestId('input-form').count()).toBe(0);
+    expect(await page.getByTestId('stop').isVisible()).toBe(false);
+    expect(await page.getByTestId('send').isVisible()).toBe(true);
+    const snap = await snapshot(server, tid);
+    expect(await page.getByTestId('message').count()).toBe(snap.messages.length);
+    await expect.poll(() => page.locator('[data-testid="thread-item"] [data-testid="thread-status"]').first().textContent(), { timeout: 10_000 }).toBe('aborted');
+    await expect.poll(() => page.getByTestId('connection').getAttribute('data-state'), { timeout: 15_000 }).toBe('open');
+    expect(errors).toEqual([]);
+  });
+
+  it('two tabs send to the same thread at once: one run, the other tab keeps its message and says why', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=30&delay_ms=20`);
+    const tid = await send(page, 'Start');
+    await waitForRunStatus(page, 'done');
+    const other = await context.newPage();
+    await other.goto(`${server.url}/?tokens=30&delay_ms=20#/t/${encodeURIComponent(tid)}`);
+    await waitForRunStatus(other, 'done');
+    await page.getByTestId('composer-input').fill('From tab one');
+    await other.getByTestId('composer-input').fill('From tab two');
+    await Promise.all([page.getByTestId('composer-input').press('Enter'), other.getByTestId('composer-input').press('Enter')]);
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await waitForRunStatus(page, 'done');
+    await waitForRunStatus(other, 'done');
+    const inBox = [await page.getByTestId('composer-input').inputValue(), await other.getByTestId('composer-input').inputValue()];
+    expect(inBox.filter((t) => t !== '').length).toBe(1); // the loser kept its message
+    expect(await page.getByTestId('run').count()).toBe(2);
+    expect(await other.getByTestId('run').count()).toBe(2);
+    // The loser sends it now: a third run, in both tabs, each message once.
+    const loser = inBox[0] ? page : other;
+    await loser.getByTestId('composer-input').press('Enter');
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(3);
+    for (const p of [page, other]) {
+      await expect.poll(() => p.getByTestId('run').count(), { timeout: 10_000 }).toBe(3);
+      await waitForRunStatus(p, 'done');
+      expect(await p.locator('[data-testid="message"][data-role="user"]').count()).toBe(3);
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it('keyboard only: after Stop, the focus is back in the message box', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=30`);
+    await page.getByTestId('composer-input').fill('Long one');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/#\/t\/.+/);
+    await waitForRunStatus(page, 'running');
+    await page.getByTestId('stop').focus();
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'cancelled');
+    await expect.poll(() => focused(page), { timeout: 5000 }).toBe('composer-input');
+    expect(errors).toEqual([]);
+  });
+});
