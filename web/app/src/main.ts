@@ -42,7 +42,7 @@ class App {
       onAuthError,
       onPick: () => this.root.classList.remove('nav-open'),
     });
-    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v) }, this.client, (s) => this.composer.sendText(s));
+    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v), focusComposer: () => this.composer.focus() }, this.client, (s) => this.composer.sendText(s));
     this.composer = new Composer({ send: (t, o) => this.send(t, o), stop: () => this.chat.stop() }, optionsFromQuery(location.search));
 
     const menu = h('button', { class: 'btn ghost icon-only menu', testid: 'menu', attrs: { type: 'button', 'aria-label': 'Conversations' }, on: { click: () => this.root.classList.toggle('nav-open') } }, icon('menu'));

@@ -5,7 +5,7 @@
 // Screenshots: artifacts/screenshots/13-*.png.
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { pageTests, send, waitForRunStatus, type Server } from './helpers.js';
+import { pageTests, send, sleep, waitForRunStatus, type Server } from './helpers.js';
 
 const setup = pageTests();
 
@@ -76,6 +76,21 @@ describe('resilience', () => {
     await page.keyboard.press('Enter');
     await waitForRunStatus(page, 'cancelled');
     await expect.poll(() => focused(page), { timeout: 5000 }).toBe('composer-input');
+    expect(errors).toEqual([]);
+  });
+
+  it('keyboard only: after answering the form, the focus is back in the message box', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5&ask=1`);
+    await page.getByTestId('composer-input').fill('Ask me');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('input-form').waitFor();
+    await expect.poll(() => focused(page), { timeout: 5000 }).toBe('input-value');
+    await page.keyboard.type('Blue');
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'done');
+    await sleep(300);
+    expect(await focused(page)).toBe('composer-input');
     expect(errors).toEqual([]);
   });
 });
