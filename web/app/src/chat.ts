@@ -27,6 +27,8 @@ export class ChatView {
   private readonly empty = h('div', { class: 'empty-thread' }, 'No messages yet. Say something below.');
   private frame = 0;
   private firstPaint = true;
+  /** A run this page started, to scroll to once it shows: a person who sends wants to see what they sent. */
+  private reveal: string | undefined;
 
   constructor(
     private readonly host: ChatHost,
@@ -76,6 +78,7 @@ export class ChatView {
     this.runs = new Map();
     this.list.replaceChildren();
     this.firstPaint = true;
+    this.reveal = undefined;
     this.welcome.hidden = threadId !== undefined;
     this.showStatus(threadId ? 'Loading…' : undefined);
     if (threadId === undefined) {
@@ -92,7 +95,12 @@ export class ChatView {
   async startRun(body: Parameters<LiveThread['startRun']>[0], key: string): Promise<Run> {
     const live = this.live;
     if (!live) throw new Error('no thread is open');
-    return live.startRun(body, { idempotencyKey: key });
+    const run = await live.startRun(body, { idempotencyKey: key });
+    if (this.live === live) {
+      this.reveal = run.id;
+      this.schedule(); // its events may be here already
+    }
+    return run;
   }
 
   /** Asks to cancel the active run. */
@@ -150,7 +158,11 @@ export class ChatView {
     }
     this.showStatus(undefined);
     const scroller = this.el;
-    const stick = this.firstPaint || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+    // At the end already, or a run just sent from here: follow the end.
+    // Someone reading further up is left where they are.
+    const reveal = this.reveal !== undefined && v.runs.some((r) => r.id === this.reveal);
+    if (reveal) this.reveal = undefined;
+    const stick = this.firstPaint || reveal || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
 
     const byRun = new Map<string, Message[]>();
     for (const m of v.messages) {

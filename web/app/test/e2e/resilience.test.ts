@@ -5,7 +5,7 @@
 // Screenshots: artifacts/screenshots/13-*.png.
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { pageTests, send, sleep, waitForRunStatus, type Server } from './helpers.js';
+import { apiPost, pageTests, send, shot, sleep, waitForApiRun, waitForRunStatus, type Server } from './helpers.js';
 
 const setup = pageTests();
 
@@ -62,6 +62,39 @@ describe('resilience', () => {
       await waitForRunStatus(p, 'done');
       expect(await p.locator('[data-testid="message"][data-role="user"]').count()).toBe(3);
     }
+    expect(errors).toEqual([]);
+  });
+
+  it('a long thread opens at its end; reading back is not disturbed by a run; a message sent from there is brought into view', async () => {
+    const { server, page, errors } = await setup();
+    const { id: tid } = await apiPost<{ id: string }>(server, '/v1/threads', { metadata: { title: 'Long' } });
+    for (let i = 0; i < 40; i++) {
+      const run = await apiPost<{ id: string }>(server, `/v1/threads/${tid}/runs`, {
+        input: { messages: [{ role: 'user', content: `Question ${i}` }] },
+        metadata: { demo: { tokens: 40, delay_ms: 0, reasoning: false, tool: false } },
+      });
+      await waitForApiRun(server, run.id, 'done');
+    }
+    await page.goto(`${server.url}/?tokens=200&delay_ms=20#/t/${tid}`);
+    await expect.poll(() => page.getByTestId('run').count(), { timeout: 10_000 }).toBe(40);
+    const t = page.getByTestId('transcript');
+    const fromEnd = () => t.evaluate((e) => e.scrollHeight - e.scrollTop - e.clientHeight);
+    await expect.poll(fromEnd, { timeout: 5000 }).toBeLessThan(2);
+
+    // Reading back while a run (from elsewhere) streams: the page stays put.
+    await t.evaluate((e) => (e.scrollTop = 200));
+    await apiPost(server, `/v1/threads/${tid}/runs`, { input: { messages: [{ role: 'user', content: 'From elsewhere' }] }, metadata: { demo: { tokens: 30, delay_ms: 10 } } });
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 41);
+    await waitForRunStatus(page, 'done');
+    expect(await t.evaluate((e) => e.scrollTop)).toBe(200);
+
+    // Sending from up there shows the message sent.
+    await page.getByTestId('composer-input').fill('And now mine');
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 42);
+    await expect.poll(fromEnd, { timeout: 5000 }).toBeLessThan(120);
+    await waitForRunStatus(page, 'done');
+    await shot(page, '13-long-thread-sent');
     expect(errors).toEqual([]);
   });
 
