@@ -176,14 +176,21 @@ export class Composer {
     this.sending = true;
     this.sendBtn.disabled = true;
     this.showError(undefined);
+    // The message leaves the box at once (the page shows it on its way), so
+    // that on a slow network the box is free for the next one: what is
+    // typed meanwhile stays.
+    this.text.value = '';
+    this.autosize();
     try {
       await this.host.send(text, this.options());
-      this.text.value = '';
-      this.autosize();
       // The options stay as set, for the next message; the panel closes
       // so that the answer has the room.
       this.optionsEl.open = false;
     } catch (err) {
+      // Not sent: back in the box, before anything typed since.
+      const typed = this.text.value;
+      this.text.value = typed.trim() ? `${text}\n${typed}` : text;
+      this.autosize();
       this.showError(errorText(err));
     } finally {
       this.sending = false;

@@ -95,6 +95,7 @@ class App {
 
   private async send(text: string, o: RunOptions): Promise<void> {
     let made: string | undefined; // the thread this send created, if it did
+    this.chat.sending(text);
     try {
       // A thread that does not exist (deleted while open) gets no run: the message starts a new one.
       let tid = this.chat.gone ? undefined : this.chat.threadId;
@@ -118,6 +119,7 @@ class App {
       this.unsent = undefined;
       void this.threads.refresh();
     } catch (err) {
+      this.chat.sending(undefined);
       if (made && refused(err)) await this.discard(made);
       if (isAuthError(err)) this.authError(err);
       // Another tab (or program) started a run this page has not heard of yet.

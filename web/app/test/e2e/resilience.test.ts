@@ -3,11 +3,18 @@
 // at once, a long thread, a slow network (Chromium's own throttling, over
 // the DevTools protocol) and a person using the keyboard only.
 // Screenshots: artifacts/screenshots/13-*.png.
-import type { Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { apiPost, pageTests, send, shot, sleep, waitForApiRun, waitForRunStatus, type Server } from './helpers.js';
 
 const setup = pageTests();
+
+/** Throttles the page's network as Chromium's DevTools do: `latency` ms added to each request. */
+async function throttle(context: BrowserContext, page: Page, latency: number): Promise<void> {
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency, downloadThroughput: 256 * 1024, uploadThroughput: 64 * 1024 });
+}
 
 /** The test id (or tag) of the focused element. */
 const focused = (page: Page) => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName);
@@ -95,6 +102,28 @@ describe('resilience', () => {
     await expect.poll(fromEnd, { timeout: 5000 }).toBeLessThan(120);
     await waitForRunStatus(page, 'done');
     await shot(page, '13-long-thread-sent');
+    expect(errors).toEqual([]);
+  });
+
+  it('on a slow network a sent message leaves the box at once, and what is typed meanwhile is kept', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    await throttle(context, page, 1500);
+    const box = page.getByTestId('composer-input');
+    await box.fill('First question');
+    await box.press('Enter');
+    await expect.poll(() => box.inputValue(), { timeout: 1000 }).toBe('');
+    const pending = page.getByTestId('pending-message');
+    expect(await pending.isVisible()).toBe(true); // shown as on its way, in the transcript
+    expect(await pending.textContent()).toContain('First question');
+    await page.keyboard.type('Second thought');
+    await page.waitForURL(/#\/t\/.+/, { timeout: 20_000 });
+    await waitForRunStatus(page, 'done');
+    await shot(page, '13-slow-network-sent');
+    expect(await box.inputValue()).toBe('Second thought');
+    expect(await pending.isVisible()).toBe(false);
+    expect(await page.locator('[data-testid="message"][data-role="user"]').count()).toBe(1);
     expect(errors).toEqual([]);
   });
 
