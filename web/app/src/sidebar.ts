@@ -169,8 +169,11 @@ export class ThreadList {
       if (last) info.lastRun = { at: thread.updated_at, status: last.status };
       this.learned.set(thread.id, info);
     }
+    // Listed at once (a thread just made is not in the last poll's list),
+    // and a poll to list it from the server: a poll under way, slow on a
+    // slow network, would show it only once it is back.
+    if (thread !== prev) this.render();
     if (thread && !this.threads.some((t) => t.id === thread.id)) void this.refresh();
-    else if (thread !== prev) this.render();
   }
 
   /** Drops a thread this page deleted from the list. */

@@ -127,6 +127,22 @@ describe('resilience', () => {
     expect(errors).toEqual([]);
   });
 
+  it('on a slow network the thread just made is listed at once, not after the list\'s slow poll', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    // The list's polls from now on take 15 s to answer.
+    await page.route(
+      (u) => u.pathname === '/v1/threads',
+      async (route) => (route.request().method() === 'GET' ? (await sleep(15_000), route.continue().catch(() => {})) : route.continue()),
+    );
+    await sleep(2500); // a poll is under way
+    const tid = await send(page, 'Listed at once');
+    await waitForRunStatus(page, 'done');
+    await expect.poll(() => page.locator(`[data-testid="thread-item"][data-thread-id="${tid}"]`).count(), { timeout: 3000 }).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
   it('keyboard only: after Stop, the focus is back in the message box', async () => {
     const { server, page, errors } = await setup();
     await page.goto(`${server.url}/?tokens=400&delay_ms=30`);
