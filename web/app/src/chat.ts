@@ -25,8 +25,17 @@ export class ChatView {
   private readonly status = h('div', { class: 'pane-status', testid: 'pane-status' });
   private readonly welcome: HTMLElement;
   private readonly empty = h('div', { class: 'empty-thread' }, 'No messages yet. Say something below.');
+  private readonly pendingText = h('div', { class: 'text' });
+  /** The message on its way: shown from Send until its run shows (or the send fails). */
+  private readonly pending = h(
+    'article',
+    { class: 'msg user pending', testid: 'pending-message', attrs: { 'aria-busy': 'true' } },
+    h('div', { class: 'msg-body' }, h('div', { class: 'parts' }, this.pendingText), h('div', { class: 'pending-note' }, 'Sending…')),
+  );
   private frame = 0;
   private firstPaint = true;
+  /** A run this page started, to scroll to once it shows: a person who sends wants to see what they sent. */
+  private reveal: string | undefined;
 
   constructor(
     private readonly host: ChatHost,
@@ -45,8 +54,9 @@ export class ChatView {
         ...SUGGESTIONS.map((s) => h('button', { class: 'chip', attrs: { type: 'button' }, on: { click: () => onSuggestion(s) } }, s)),
       ),
     );
-    this.el = h('div', { class: 'transcript', testid: 'transcript' }, h('div', { class: 'column' }, this.welcome, this.status, this.list));
+    this.el = h('div', { class: 'transcript', testid: 'transcript' }, h('div', { class: 'column' }, this.welcome, this.status, this.list, this.pending));
     this.status.hidden = true;
+    this.pending.hidden = true;
   }
 
   /** The id of the thread shown, if any. */
@@ -76,6 +86,7 @@ export class ChatView {
     this.runs = new Map();
     this.list.replaceChildren();
     this.firstPaint = true;
+    this.reveal = undefined;
     this.welcome.hidden = threadId !== undefined;
     this.showStatus(threadId ? 'Loading…' : undefined);
     if (threadId === undefined) {
@@ -88,11 +99,29 @@ export class ChatView {
     this.schedule();
   }
 
+  /**
+   * Shows a message on its way below the transcript (undefined: hides it).
+   * It goes once its run shows, after {@link startRun}.
+   */
+  sending(text: string | undefined): void {
+    this.pending.hidden = text === undefined;
+    setText(this.pendingText, text ?? '');
+    if (text !== undefined) {
+      this.welcome.hidden = true;
+      this.el.scrollTop = this.el.scrollHeight;
+    } else if (!this.live) this.welcome.hidden = false;
+  }
+
   /** Starts a run on the thread shown; `key` is its Idempotency-Key. */
   async startRun(body: Parameters<LiveThread['startRun']>[0], key: string): Promise<Run> {
     const live = this.live;
     if (!live) throw new Error('no thread is open');
-    return live.startRun(body, { idempotencyKey: key });
+    const run = await live.startRun(body, { idempotencyKey: key });
+    if (this.live === live) {
+      this.reveal = run.id;
+      this.schedule(); // its events may be here already
+    } else this.sending(undefined);
+    return run;
   }
 
   /** Asks to cancel the active run. */
@@ -150,7 +179,14 @@ export class ChatView {
     }
     this.showStatus(undefined);
     const scroller = this.el;
-    const stick = this.firstPaint || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+    // At the end already, or a run just sent from here: follow the end.
+    // Someone reading further up is left where they are.
+    const reveal = this.reveal !== undefined && v.runs.some((r) => r.id === this.reveal);
+    if (reveal) {
+      this.reveal = undefined;
+      this.sending(undefined); // the message sent is in the transcript now
+    }
+    const stick = this.firstPaint || reveal || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
 
     const byRun = new Map<string, Message[]>();
     for (const m of v.messages) {

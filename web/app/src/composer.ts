@@ -118,6 +118,7 @@ export class Composer {
     this.waiting = active && waiting;
     const said = this.error.textContent;
     if ((said === BUSY && !active) || (said === ANSWER && !this.waiting)) this.showError(undefined);
+    if (!active || stopping) this.leaveStop();
     this.sendBtn.hidden = active;
     this.stopBtn.hidden = !active;
     this.stopBtn.disabled = stopping;
@@ -175,14 +176,21 @@ export class Composer {
     this.sending = true;
     this.sendBtn.disabled = true;
     this.showError(undefined);
+    // The message leaves the box at once (the page shows it on its way), so
+    // that on a slow network the box is free for the next one: what is
+    // typed meanwhile stays.
+    this.text.value = '';
+    this.autosize();
     try {
       await this.host.send(text, this.options());
-      this.text.value = '';
-      this.autosize();
       // The options stay as set, for the next message; the panel closes
       // so that the answer has the room.
       this.optionsEl.open = false;
     } catch (err) {
+      // Not sent: back in the box, before anything typed since.
+      const typed = this.text.value;
+      this.text.value = typed.trim() ? `${text}\n${typed}` : text;
+      this.autosize();
       this.showError(errorText(err));
     } finally {
       this.sending = false;
@@ -194,7 +202,18 @@ export class Composer {
     }
   }
 
+  /**
+   * Moves the focus from Stop to the message box before Stop is disabled
+   * or hidden: a focused button that is disabled or hidden drops the focus
+   * to the top of the page, and someone who pressed Stop from the keyboard
+   * would have to Tab back from there.
+   */
+  private leaveStop(): void {
+    if (document.activeElement === this.stopBtn) this.focus();
+  }
+
   private async onStop(): Promise<void> {
+    this.leaveStop();
     this.stopBtn.disabled = true;
     try {
       await this.host.stop();

@@ -59,11 +59,19 @@ export const UNREACHABLE = 'Could not reach the server: check the connection, th
 /**
  * What to tell a person about a failed request: the server's message, or,
  * when no answer came (the client's `network` code), that the server could
- * not be reached; not the browser's "Failed to fetch".
+ * not be reached; not the browser's "Failed to fetch". A refusal the person
+ * can act on says what it is and what to do: a message over the server's
+ * size limit (`too_large`) is to be shortened, a rate limit waited out.
  */
 export function errorText(err: unknown): string {
-  if (err && typeof err === 'object' && (err as { code?: unknown }).code === 'network') return UNREACHABLE;
-  return err instanceof Error ? err.message : String(err);
+  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  if (code === 'network') return UNREACHABLE;
+  const msg = err instanceof Error ? err.message : String(err);
+  const said = msg.replace(/[.\s]+$/, '');
+  if (code === 'too_large') return `The message is too long to send: ${said}.`;
+  if (code === 'rate_limited') return `Too many requests: ${said}. Wait a moment, then send again.`;
+  if (code === 'quota_exceeded') return `Quota used up: ${said}.`;
+  return msg;
 }
 
 /** JSON for people: indented, with strings kept as they are. */

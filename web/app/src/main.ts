@@ -42,7 +42,7 @@ class App {
       onAuthError,
       onPick: () => this.root.classList.remove('nav-open'),
     });
-    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v) }, this.client, (s) => this.composer.sendText(s));
+    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v), focusComposer: () => this.composer.focus() }, this.client, (s) => this.composer.sendText(s));
     this.composer = new Composer({ send: (t, o) => this.send(t, o), stop: () => this.chat.stop() }, optionsFromQuery(location.search));
 
     const menu = h('button', { class: 'btn ghost icon-only menu', testid: 'menu', attrs: { type: 'button', 'aria-label': 'Conversations' }, on: { click: () => this.root.classList.toggle('nav-open') } }, icon('menu'));
@@ -94,12 +94,14 @@ class App {
   }
 
   private async send(text: string, o: RunOptions): Promise<void> {
+    let made: string | undefined; // the thread this send created, if it did
+    this.chat.sending(text);
     try {
       // A thread that does not exist (deleted while open) gets no run: the message starts a new one.
       let tid = this.chat.gone ? undefined : this.chat.threadId;
       if (!tid) {
         const thread = await this.client.createThread({ metadata: { title: titleFrom(text) } });
-        tid = thread.id;
+        tid = made = thread.id;
         this.chat.show(tid); // before the hash changes, so route() finds it open
         location.hash = `#/t/${encodeURIComponent(tid)}`;
       }
@@ -117,10 +119,34 @@ class App {
       this.unsent = undefined;
       void this.threads.refresh();
     } catch (err) {
+      this.chat.sending(undefined);
+      if (made && refused(err)) await this.discard(made);
       if (isAuthError(err)) this.authError(err);
       // Another tab (or program) started a run this page has not heard of yet.
       if (err instanceof TetherError && err.code === 'run_active') throw new Error(BUSY);
       throw err;
+    }
+  }
+
+  /**
+   * Deletes a thread made for a first message that the server refused:
+   * it holds nothing, and a chat app does not keep an empty conversation
+   * for a message that was not sent. The page goes back to a new chat
+   * (in place of the thread's entry in the history), the message stays in
+   * the box with the error under it. If the delete fails the thread stays
+   * listed, as it is.
+   */
+  private async discard(tid: string): Promise<void> {
+    this.unsent = undefined;
+    if (this.chat.threadId === tid) {
+      history.replaceState(null, '', '#/');
+      this.route();
+    }
+    try {
+      await this.client.deleteThread(tid);
+      this.threads.drop(tid);
+    } catch {
+      // Still there: the list shows it, and it can be opened and used.
     }
   }
 
@@ -131,7 +157,9 @@ class App {
       setText(this.title, t);
       document.title = `${t} — Tether`;
     } else if (v) {
+      // Loading, or deleted (here, in another tab, through the API): the tab no longer names it.
       setText(this.title, v.threadId ?? '');
+      document.title = 'Tether';
     }
     const active = thread ? v?.activeRun : undefined; // none in a thread that is not loaded, or deleted
     this.composer.setActive(!!active, !!active?.cancel_requested_at, active?.status === 'waiting' && !active.cancel_requested_at);
@@ -163,6 +191,15 @@ class App {
     this.threads.stop();
     askForToken(authReason(err), err);
   }
+}
+
+/**
+ * Whether the server refused a request (4xx): nothing of it was done, so a
+ * run it was to create does not exist. Not a 5xx or no answer, after which
+ * the run may exist all the same.
+ */
+function refused(err: unknown): boolean {
+  return err instanceof TetherError && err.status >= 400 && err.status < 500;
 }
 
 new App(document.getElementById('app')!);

@@ -13,6 +13,8 @@ export interface RunHost {
   client: TetherClient;
   /** Called with errors that need the token prompt (401/403). */
   onAuthError(err: TetherError): void;
+  /** Focuses the message box (an answered form is about to go). */
+  focusComposer(): void;
 }
 
 /** The view of one run; the message views are kept by id across updates. */
@@ -114,6 +116,11 @@ class InputForm {
   private async submit(): Promise<void> {
     const value = this.input.value.trim();
     if (!value) return;
+    // The form is disabled now and goes once the run goes on: the focus
+    // moves to the message box first, or it would drop to the top of the
+    // page for someone answering from the keyboard.
+    const had = this.el.contains(document.activeElement);
+    if (had) this.host.focusComposer();
     this.button.disabled = this.input.disabled = true;
     this.error.hidden = true;
     try {
@@ -121,6 +128,7 @@ class InputForm {
       setText(this.button, 'Sent');
     } catch (err) {
       this.button.disabled = this.input.disabled = false;
+      if (had) this.input.focus({ preventScroll: true }); // to correct the answer
       if (err instanceof TetherError && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
       this.error.hidden = false;
       setText(this.error, errorText(err));

@@ -98,6 +98,8 @@ export class ThreadList {
   private threads: Thread[] = [];
   private overlay: Thread | undefined;
   private readonly learned = new Map<string, Learned>();
+  /** Threads this page deleted: never listed again, even by a poll that was under way. */
+  private readonly dropped = new Set<string>();
   private readonly looking = new Set<string>();
   private queue: Thread[] = [];
   private active: string | undefined;
@@ -167,8 +169,21 @@ export class ThreadList {
       if (last) info.lastRun = { at: thread.updated_at, status: last.status };
       this.learned.set(thread.id, info);
     }
+    // Listed at once (a thread just made is not in the last poll's list),
+    // and a poll to list it from the server: a poll under way, slow on a
+    // slow network, would show it only once it is back.
+    if (thread !== prev) this.render();
     if (thread && !this.threads.some((t) => t.id === thread.id)) void this.refresh();
-    else if (thread !== prev) this.render();
+  }
+
+  /** Drops a thread this page deleted from the list. */
+  drop(id: string): void {
+    this.dropped.add(id);
+    this.learned.delete(id);
+    this.rows.delete(id);
+    this.threads = this.threads.filter((t) => t.id !== id);
+    if (this.overlay?.id === id) this.overlay = undefined;
+    this.render();
   }
 
   /** Polls now (after creating a thread or a run). */
@@ -185,7 +200,7 @@ export class ThreadList {
       do {
         const page = await this.client.listThreads({ limit: Math.min(this.want - threads.length, MAX_LIMIT), ...(cursor ? { cursor } : {}) });
         for (const t of page.threads) {
-          if (seen.has(t.id)) continue;
+          if (seen.has(t.id) || this.dropped.has(t.id)) continue;
           seen.add(t.id);
           threads.push(t);
         }

@@ -123,8 +123,14 @@ describe('labels', () => {
 describe('errorText', () => {
   it("says the server could not be reached for no answer, and the server's message otherwise", () => {
     expect(errorText(new TetherError('network', 'Failed to fetch'))).toBe(UNREACHABLE);
-    expect(errorText(new TetherError('rate_limited', 'too many runs started: retry in 1s', 429))).toBe('too many runs started: retry in 1s');
+    expect(errorText(new TetherError('unavailable', 'the store cannot be reached', 503))).toBe('the store cannot be reached');
     expect(errorText(new Error('no thread is open'))).toBe('no thread is open');
     expect(errorText('odd')).toBe('odd');
+  });
+
+  it('says what a refusal the person can act on is, and what to do', () => {
+    expect(errorText(new TetherError('too_large', 'request body is larger than 4096 bytes', 413))).toBe('The message is too long to send: request body is larger than 4096 bytes.');
+    expect(errorText(new TetherError('rate_limited', 'too many runs started: retry in 1s', 429))).toBe('Too many requests: too many runs started: retry in 1s. Wait a moment, then send again.');
+    expect(errorText(new TetherError('quota_exceeded', 'the monthly runs are used up.', 429))).toBe('Quota used up: the monthly runs are used up.');
   });
 });

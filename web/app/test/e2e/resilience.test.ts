@@ -1,0 +1,174 @@
+// The page under what real use throws at it, on the real binary in a real
+// Chromium: a server restart during a run, two tabs sending to one thread
+// at once, a long thread, a slow network (Chromium's own throttling, over
+// the DevTools protocol) and a person using the keyboard only.
+// Screenshots: artifacts/screenshots/13-*.png.
+import type { BrowserContext, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { apiPost, pageTests, send, shot, sleep, waitForApiRun, waitForRunStatus, type Server } from './helpers.js';
+
+const setup = pageTests();
+
+/** Throttles the page's network as Chromium's DevTools do: `latency` ms added to each request. */
+async function throttle(context: BrowserContext, page: Page, latency: number): Promise<void> {
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency, downloadThroughput: 256 * 1024, uploadThroughput: 64 * 1024 });
+}
+
+/** The test id (or tag) of the focused element. */
+const focused = (page: Page) => page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? document.activeElement?.tagName);
+
+/** The runs and messages of a thread, from the server. */
+function snapshot(server: Server, tid: string) {
+  return server.get<{ runs: { id: string; status: string }[]; messages: { role: string; run_id: string }[] }>(`/v1/threads/${encodeURIComponent(tid)}`);
+}
+
+describe('resilience', () => {
+  it('server restarted mid-run: the page shows the run aborted, with nothing lost or twice, and is not left running', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=30&ask=1`);
+    const tid = await send(page, 'Ask me, then restart');
+    await page.getByTestId('input-form').waitFor();
+    await server.restart(); // kill -9, then up again on the same data
+    await waitForRunStatus(page, 'aborted');
+    expect(await page.getByTestId('input-form').count()).toBe(0);
+    expect(await page.getByTestId('stop').isVisible()).toBe(false);
+    expect(await page.getByTestId('send').isVisible()).toBe(true);
+    const snap = await snapshot(server, tid);
+    expect(await page.getByTestId('message').count()).toBe(snap.messages.length);
+    await expect.poll(() => page.locator('[data-testid="thread-item"] [data-testid="thread-status"]').first().textContent(), { timeout: 10_000 }).toBe('aborted');
+    await expect.poll(() => page.getByTestId('connection').getAttribute('data-state'), { timeout: 15_000 }).toBe('open');
+    expect(errors).toEqual([]);
+  });
+
+  it('two tabs send to the same thread at once: one run, the other tab keeps its message and says why', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=30&delay_ms=20`);
+    const tid = await send(page, 'Start');
+    await waitForRunStatus(page, 'done');
+    const other = await context.newPage();
+    await other.goto(`${server.url}/?tokens=30&delay_ms=20#/t/${encodeURIComponent(tid)}`);
+    await waitForRunStatus(other, 'done');
+    await page.getByTestId('composer-input').fill('From tab one');
+    await other.getByTestId('composer-input').fill('From tab two');
+    await Promise.all([page.getByTestId('composer-input').press('Enter'), other.getByTestId('composer-input').press('Enter')]);
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await waitForRunStatus(page, 'done');
+    await waitForRunStatus(other, 'done');
+    const inBox = [await page.getByTestId('composer-input').inputValue(), await other.getByTestId('composer-input').inputValue()];
+    expect(inBox.filter((t) => t !== '').length).toBe(1); // the loser kept its message
+    expect(await page.getByTestId('run').count()).toBe(2);
+    expect(await other.getByTestId('run').count()).toBe(2);
+    // The loser sends it now: a third run, in both tabs, each message once.
+    const loser = inBox[0] ? page : other;
+    await loser.getByTestId('composer-input').press('Enter');
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(3);
+    for (const p of [page, other]) {
+      await expect.poll(() => p.getByTestId('run').count(), { timeout: 10_000 }).toBe(3);
+      await waitForRunStatus(p, 'done');
+      expect(await p.locator('[data-testid="message"][data-role="user"]').count()).toBe(3);
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it('a long thread opens at its end; reading back is not disturbed by a run; a message sent from there is brought into view', async () => {
+    const { server, page, errors } = await setup();
+    const { id: tid } = await apiPost<{ id: string }>(server, '/v1/threads', { metadata: { title: 'Long' } });
+    for (let i = 0; i < 40; i++) {
+      const run = await apiPost<{ id: string }>(server, `/v1/threads/${tid}/runs`, {
+        input: { messages: [{ role: 'user', content: `Question ${i}` }] },
+        metadata: { demo: { tokens: 40, delay_ms: 0, reasoning: false, tool: false } },
+      });
+      await waitForApiRun(server, run.id, 'done');
+    }
+    await page.goto(`${server.url}/?tokens=200&delay_ms=20#/t/${tid}`);
+    await expect.poll(() => page.getByTestId('run').count(), { timeout: 10_000 }).toBe(40);
+    const t = page.getByTestId('transcript');
+    const fromEnd = () => t.evaluate((e) => e.scrollHeight - e.scrollTop - e.clientHeight);
+    await expect.poll(fromEnd, { timeout: 5000 }).toBeLessThan(2);
+
+    // Reading back while a run (from elsewhere) streams: the page stays put.
+    await t.evaluate((e) => (e.scrollTop = 200));
+    await apiPost(server, `/v1/threads/${tid}/runs`, { input: { messages: [{ role: 'user', content: 'From elsewhere' }] }, metadata: { demo: { tokens: 30, delay_ms: 10 } } });
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 41);
+    await waitForRunStatus(page, 'done');
+    expect(await t.evaluate((e) => e.scrollTop)).toBe(200);
+
+    // Sending from up there shows the message sent.
+    await page.getByTestId('composer-input').fill('And now mine');
+    await page.getByTestId('composer-input').press('Enter');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"]').length === 42);
+    await expect.poll(fromEnd, { timeout: 5000 }).toBeLessThan(120);
+    await waitForRunStatus(page, 'done');
+    await shot(page, '13-long-thread-sent');
+    expect(errors).toEqual([]);
+  });
+
+  it('on a slow network a sent message leaves the box at once, and what is typed meanwhile is kept', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    await throttle(context, page, 1500);
+    const box = page.getByTestId('composer-input');
+    await box.fill('First question');
+    await box.press('Enter');
+    await expect.poll(() => box.inputValue(), { timeout: 1000 }).toBe('');
+    const pending = page.getByTestId('pending-message');
+    expect(await pending.isVisible()).toBe(true); // shown as on its way, in the transcript
+    expect(await pending.textContent()).toContain('First question');
+    await page.keyboard.type('Second thought');
+    await page.waitForURL(/#\/t\/.+/, { timeout: 20_000 });
+    await waitForRunStatus(page, 'done');
+    await shot(page, '13-slow-network-sent');
+    expect(await box.inputValue()).toBe('Second thought');
+    expect(await pending.isVisible()).toBe(false);
+    expect(await page.locator('[data-testid="message"][data-role="user"]').count()).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it('on a slow network the thread just made is listed at once, not after the list\'s slow poll', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    await page.getByTestId('thread-list').waitFor();
+    // The list's polls from now on take 15 s to answer.
+    await page.route(
+      (u) => u.pathname === '/v1/threads',
+      async (route) => (route.request().method() === 'GET' ? (await sleep(15_000), route.continue().catch(() => {})) : route.continue()),
+    );
+    await sleep(2500); // a poll is under way
+    const tid = await send(page, 'Listed at once');
+    await waitForRunStatus(page, 'done');
+    await expect.poll(() => page.locator(`[data-testid="thread-item"][data-thread-id="${tid}"]`).count(), { timeout: 3000 }).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it('keyboard only: after Stop, the focus is back in the message box', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=400&delay_ms=30`);
+    await page.getByTestId('composer-input').fill('Long one');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/#\/t\/.+/);
+    await waitForRunStatus(page, 'running');
+    await page.getByTestId('stop').focus();
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'cancelled');
+    await expect.poll(() => focused(page), { timeout: 5000 }).toBe('composer-input');
+    expect(errors).toEqual([]);
+  });
+
+  it('keyboard only: after answering the form, the focus is back in the message box', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5&ask=1`);
+    await page.getByTestId('composer-input').fill('Ask me');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('input-form').waitFor();
+    await expect.poll(() => focused(page), { timeout: 5000 }).toBe('input-value');
+    await page.keyboard.type('Blue');
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'done');
+    await sleep(300);
+    expect(await focused(page)).toBe('composer-input');
+    expect(errors).toEqual([]);
+  });
+});
