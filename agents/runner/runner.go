@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -167,7 +168,8 @@ func (r *Runner) claimLoop() {
 	}
 }
 
-// Pauses after a failed claim: the first, and the most they grow to.
+// Pauses after a failed claim, or a failed subscription to a run held:
+// the first, and the most they grow to.
 const (
 	claimPause    = 100 * time.Millisecond
 	maxClaimPause = 5 * time.Second
@@ -180,20 +182,15 @@ func (r *Runner) execute(c *engine.Claim) {
 	ctx, cancel := context.WithCancelCause(r.runCtx)
 	defer cancel(nil)
 
-	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
-	sub, err := r.e.Subscribe(ctx, engine.SubscribeRequest{RunID: run.ID, Cursor: c.Offset})
-	if err != nil {
-		log.Error("follow run", "err", err)
-		return
-	}
+	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, log: log, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); tr.follow(ctx, sub, c.Offset, cancel) }()
+	go func() { defer wg.Done(); tr.follow(ctx, c.Offset, cancel) }()
 	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
 	s.State = c.State
-	err = agents.Call(ctx, r.agents[run.Agent], s)
+	err := agents.Call(ctx, r.agents[run.Agent], s)
 	cause := context.Cause(ctx)
 	if err != nil && cause == nil {
 		log.Warn("agent failed", "err", err)
@@ -224,6 +221,7 @@ type transport struct {
 	e     *engine.Engine
 	runID string
 	token string
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	inputs map[string]json.RawMessage
@@ -256,30 +254,67 @@ func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMe
 }
 
 // follow reads the run's events after offset after: input goes to
-// WaitInput, a cancel request or the end of the run stops the agent. It
-// closes sub when it returns. Cut as too slow (an agent that emits faster
-// than this reads), it follows again from the last event it read: what
-// the run says must not be missed, and the agent must not be stopped for
-// it.
-func (t *transport) follow(ctx context.Context, sub *engine.Subscription, after tether.Offset, stop context.CancelCauseFunc) {
-	defer func() { sub.Close() }()
-	for {
-		recs, err := sub.Next(ctx)
-		if errors.Is(err, hub.ErrSlow) && ctx.Err() == nil {
-			again, serr := t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
-			if serr == nil {
-				sub.Close()
-				sub = again
+// WaitInput, a cancel request or the end of the run stops the agent.
+//
+// The agent runs while this follows, and nothing it follows is missed
+// for a pause: a subscription that cannot start (the store unavailable
+// for a moment) or breaks is made again from the last event read, at
+// once if it was cut as too slow (an agent that emits faster than this
+// reads), else after a pause that grows. Only the end of the run, of its
+// thread or of the engine stops the agent from here: a run stopped
+// otherwise would stay open, its runner gone, until its lease ran out.
+func (t *transport) follow(ctx context.Context, after tether.Offset, stop context.CancelCauseFunc) {
+	var sub *engine.Subscription
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
+	pause := time.Duration(0)
+	for ctx.Err() == nil {
+		if sub == nil {
+			var err error
+			sub, err = t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
+			if err != nil {
+				sub = nil
+				if ctx.Err() != nil {
+					return
+				}
+				if runGone(err) {
+					stop(errRunEnded)
+					return
+				}
+				pause = min(max(2*pause, claimPause), maxClaimPause)
+				t.log.Warn("follow run", "err", err, "retry_in", pause)
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+				}
 				continue
 			}
-			err = serr
 		}
+		recs, err := sub.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
+			sub.Close()
+			sub = nil
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, hub.ErrSlow):
+				continue
+			case runGone(err):
 				stop(errRunEnded)
+				return
 			}
-			return
+			pause = min(max(2*pause, claimPause), maxClaimPause)
+			t.log.Warn("follow run", "err", err, "retry_in", pause)
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+			}
+			continue
 		}
+		pause = 0
 		if len(recs) > 0 {
 			after = recs[len(recs)-1].Offset
 		}
@@ -302,6 +337,14 @@ func (t *transport) follow(ctx context.Context, sub *engine.Subscription, after 
 			}
 		}
 	}
+}
+
+// runGone reports whether a follower's error means there is no run left
+// to follow: it ended (io.EOF), its thread was deleted (hub.ErrClosed,
+// not_found) or the engine is closing (whose shutdown ends the run).
+func runGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, hub.ErrClosed) || errors.Is(err, engine.ErrClosed) ||
+		tether.CodeOf(err) == tether.CodeNotFound
 }
 
 // heartbeat keeps the lease alive while the agent runs.
