@@ -146,6 +146,10 @@ func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
 // the whole log). A cursor that cannot be placed in the log gets the
 // prelude, as a Tether stream gets a reset snapshot.
 func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid string, once bool) {
+	if err := singleParams(r, "after"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {
 		cursor = r.URL.Query().Get("after")

@@ -160,6 +160,10 @@ func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID
 // ?after= (what TetherChatTransport sends after a drop), the run's chunks
 // after that offset, exactly; with ?run_id= alone, that run rebuilt.
 func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
+	if err := singleParams(r, "after", "run_id"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	threadID := r.PathValue("chat")
 	after, runID := q.Get("after"), q.Get("run_id")
