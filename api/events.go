@@ -33,6 +33,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	req.MessageID = q.Get("message_id")
 	if t := q.Get("types"); t != "" {
 		req.Types = strings.Split(t, ",")
+		if err := checkTypes(req.Types); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {

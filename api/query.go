@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/runs"
 )
 
 // singleParams refuses (bad_request) a request that gives one of the
@@ -21,6 +22,22 @@ func singleParams(r *http.Request, names ...string) error {
 	}
 	if len(r.Header.Values("Last-Event-ID")) > 1 {
 		return tether.Errorf(tether.CodeBadRequest, "Last-Event-ID is given more than once")
+	}
+	return nil
+}
+
+// checkTypes refuses (bad_request) a subscription's type filter that
+// names what is no event type: a typo, or an empty name (?types=a,). The
+// set of types is closed, so such a filter would deliver nothing, which
+// looks like a thread with nothing in it rather than a mistake.
+func checkTypes(types []string) error {
+	for _, ty := range types {
+		if !runs.IsEventType(ty) {
+			if len(ty) > 40 {
+				ty = ty[:40] + "…"
+			}
+			return tether.Errorf(tether.CodeBadRequest, "types: %q is not an event type", ty)
+		}
 	}
 	return nil
 }
