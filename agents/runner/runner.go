@@ -19,6 +19,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -168,8 +169,8 @@ func (r *Runner) claimLoop() {
 	}
 }
 
-// Pauses after a failed claim, or a failed subscription to a run held:
-// the first, and the most they grow to.
+// Pauses after a failed claim, or a failed subscription to or finish of
+// a run held: the first, and the most they grow to.
 const (
 	claimPause    = 100 * time.Millisecond
 	maxClaimPause = 5 * time.Second
@@ -196,18 +197,64 @@ func (r *Runner) execute(c *engine.Claim) {
 		log.Warn("agent failed", "err", err)
 	}
 	// A run that ended without us (finished by the server, lease lost,
-	// node shutting down) has nothing left to finish.
-	if cancelled := errors.Is(cause, errCancelRequested); cause == nil || cancelled {
-		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ferr := s.Conclude(fctx, err, cancelled)
-		fcancel()
-		if ferr != nil && tether.CodeOf(ferr) != tether.CodeConflict {
-			log.Warn("finish run", "err", ferr)
-		}
+	// node shutting down) has nothing left to finish, but a run.finished
+	// its agent sent whose outcome is unknown.
+	if cancelled := errors.Is(cause, errCancelRequested); cause == nil || cancelled || s.Finished() {
+		r.conclude(log, s, tr, err, cancelled)
 	}
 	cancel(errRunOver)
 	wg.Wait()
 }
+
+// conclude finishes a run as its agent returned (agents.Session.Conclude),
+// or makes sure of the run.finished the agent sent.
+//
+// A run.finished whose append failed without being refused (the store
+// unavailable, a try that timed out) may or may not be in the log: it is
+// sent again, less often, for as long as the lease lasts (its heartbeats
+// go on meanwhile). A run left open would wait for its lease to run out
+// and end worker_lost, however its agent ended. A try that was committed
+// after all makes the next one conflict (nothing is taken after a
+// run.finished, and an append is all or nothing), which ends the
+// retries: the run has its one run.finished. So does a status the run
+// may no longer end with (a cancel came meanwhile: the server ends it
+// cancelled), and Shutdown, having ended the run.
+func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, agentErr error, cancelled bool) {
+	ctx, cancel := context.WithTimeout(r.runCtx, r.e.LeaseTTL())
+	defer cancel()
+	pause := time.Duration(0)
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, finishTimeout)
+		var err error
+		if s.Finished() {
+			err = tr.resend(tctx)
+		} else {
+			err = s.Conclude(tctx, agentErr, cancelled)
+		}
+		tcancel()
+		code := tether.CodeOf(err)
+		if err == nil || code == tether.CodeConflict {
+			return
+		}
+		again := code == tether.CodeUnavailable && !errors.Is(err, engine.ErrClosed) ||
+			errors.Is(err, context.DeadlineExceeded)
+		if !again || ctx.Err() != nil {
+			log.Warn("finish run", "err", err)
+			return
+		}
+		pause = min(max(2*pause, claimPause), maxClaimPause)
+		log.Warn("finish run", "err", err, "retry_in", pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			log.Warn("finish run: gave up", "err", err)
+			return
+		}
+	}
+}
+
+// finishTimeout bounds one try to finish a run.
+const finishTimeout = 10 * time.Second
 
 var (
 	errCancelRequested = errors.New("cancel requested")
@@ -226,14 +273,55 @@ type transport struct {
 	mu     sync.Mutex
 	inputs map[string]json.RawMessage
 	wake   chan struct{} // closed and replaced when an input arrives
+	// unsure is the last append that held run.finished, while its
+	// outcome is unknown (it failed, but was not refused): resend sends
+	// it again.
+	unsure []*tether.Event
 }
 
 func (t *transport) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
+	var sent []*tether.Event // evs as given: the engine sets fields of what it appends
+	finishes := slices.ContainsFunc(evs, func(ev *tether.Event) bool { return ev.Type == tether.EventRunFinished })
+	if finishes {
+		sent = make([]*tether.Event, len(evs))
+		for i, ev := range evs {
+			c := *ev
+			sent[i] = &c
+		}
+	}
 	res, err := t.e.Append(ctx, t.runID, t.token, evs)
+	if finishes {
+		t.mu.Lock()
+		switch tether.CodeOf(err) {
+		case tether.CodeBadRequest, tether.CodeTooLarge, tether.CodeConflict:
+			// Refused: not in the log, and the session knows the run is
+			// still open.
+		default:
+			if err != nil {
+				t.unsure = sent
+			} else {
+				t.unsure = nil
+			}
+		}
+		t.mu.Unlock()
+	}
 	if err != nil {
 		return false, err
 	}
 	return res.CancelRequested, nil
+}
+
+// resend sends again the append that finished the run if its outcome is
+// unknown.
+func (t *transport) resend(ctx context.Context) error {
+	t.mu.Lock()
+	evs := t.unsure
+	t.mu.Unlock()
+	if evs == nil {
+		return nil
+	}
+	_, err := t.Append(ctx, evs)
+	return err
 }
 
 func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
