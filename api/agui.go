@@ -146,6 +146,10 @@ func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
 // the whole log). A cursor that cannot be placed in the log gets the
 // prelude, as a Tether stream gets a reset snapshot.
 func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid string, once bool) {
+	if err := singleParams(r, "after"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {
 		cursor = r.URL.Query().Get("after")
@@ -159,12 +163,17 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 	req := aguiReq{once: once}
 	replay := func(snap *tether.Snapshot) {
 		// The projection's state at the cursor is a fold of the log up to
-		// it: the stream reads the log again from its start and sends what
-		// comes after the cursor.
-		if rid, err = s.currentRun(ctx, tid, rid, snap); err == nil {
-			req.sub = engine.SubscribeRequest{ThreadID: tid, RunID: rid, Cursor: tether.OffsetStart}
-			req.after = after
+		// it (aguiFold); the stream sends what comes after the cursor.
+		if rid, err = s.currentRun(ctx, tid, rid, snap); err != nil || (rid == "" && once) {
+			return
 		}
+		req.proj = agui.New(tid, agui.Options{Run: rid})
+		if after != tether.OffsetStart {
+			if err = s.aguiFold(ctx, req.proj, tid, rid, after); err != nil {
+				return
+			}
+		}
+		req.sub = engine.SubscribeRequest{ThreadID: tid, RunID: rid, Cursor: after}
 	}
 	switch after {
 	case tether.OffsetStart:
@@ -215,6 +224,43 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 		req.proj = agui.New(tid, agui.Options{Run: rid})
 	}
 	s.aguiStream(w, r, req)
+}
+
+// aguiFold feeds p the log of thread tid (of run rid only, if set) up to
+// and including offset after, dropping its frames: the state a join from
+// after continues from. The log is read from the store a page at a time,
+// before the stream subscribes from the cursor: read through the stream's
+// subscription, it took in what was appended meanwhile and, on a long
+// log, was cut as too slow before it reached the cursor, and again at
+// each join from that cursor.
+func (s *Server) aguiFold(ctx context.Context, p *agui.Projector, tid, rid string, after tether.Offset) error {
+	for from := tether.OffsetStart; ; {
+		recs, err := s.e.ReadLog(ctx, tid, from, foldPage)
+		if tether.CodeOf(err) == tether.CodeBadRequest {
+			// An offset just read is no longer in the log.
+			return tether.Errorf(tether.CodeNotFound, "thread %s was deleted", tid)
+		}
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if rec.Offset.After(after) {
+				return nil
+			}
+			if rid != "" && rec.RunID != rid {
+				continue
+			}
+			ev, err := rec.Decode()
+			if err != nil {
+				return err
+			}
+			p.Event(ev)
+		}
+		if len(recs) < foldPage {
+			return nil
+		}
+		from = recs[len(recs)-1].Offset
+	}
 }
 
 // runEnded reports whether run rid of snap has ended for good (done,

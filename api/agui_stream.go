@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agui"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/hub"
@@ -22,9 +21,6 @@ type aguiReq struct {
 	started *engine.Subscription
 	proj    *agui.Projector
 	prelude []agui.Frame
-	// after, if set, drops the frames of events at or before it: a resume
-	// whose projection was rebuilt from the log's start.
-	after tether.Offset
 	// once ends the stream after the first AG-UI run's end (RUN_FINISHED
 	// with any outcome, or RUN_ERROR).
 	once bool
@@ -154,9 +150,6 @@ func (st *aguiWriter) add(frames []agui.Frame) bool {
 	for _, fr := range frames {
 		if st.ended {
 			return false
-		}
-		if st.req.after != "" && !fr.Offset.After(st.req.after) {
-			continue
 		}
 		switch t := fr.Event.Type(); {
 		case t == agui.RunStarted:

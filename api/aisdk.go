@@ -160,6 +160,10 @@ func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID
 // ?after= (what TetherChatTransport sends after a drop), the run's chunks
 // after that offset, exactly; with ?run_id= alone, that run rebuilt.
 func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
+	if err := singleParams(r, "after", "run_id"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	threadID := r.PathValue("chat")
 	after, runID := q.Get("after"), q.Get("run_id")
@@ -198,55 +202,88 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The run is folded up to the cursor before the stream subscribes
+	// from it, so that the stream's subscription takes in nothing while
+	// the fold reads (aisdkFold).
+	if err := s.allow(r.Context(), principalOf(r), actRead, threadID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	gone := tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
+	proj, err := s.aisdkFold(r.Context(), threadID, runID, cursor, gone)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID, Cursor: cursor}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		if sub.Snapshot != nil {
-			return nil, nil, "", tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
+			return nil, nil, "", gone // the chat changed since the fold
 		}
-		proj, err := s.aisdkFold(r.Context(), sub, cursor)
-		return proj, nil, "", err
+		return proj, nil, "", nil
 	})
 }
 
+// foldPage is how many records aisdkFold reads from the store at once.
+const foldPage = 512
+
 // aisdkFold returns a run's projection as of offset after, by folding the
 // run's events up to it: the chunks that follow depend on what came
-// before (which part is open), and the client holds that already.
-func (s *Server) aisdkFold(ctx context.Context, live *engine.Subscription, after tether.Offset) (*aisdk.Stream, error) {
-	sub, err := s.e.Subscribe(ctx, engine.SubscribeRequest{ThreadID: live.ThreadID, RunID: live.RunID, Cursor: tether.OffsetStart})
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Close()
+// before (which part is open), and the client holds that already. It
+// answers gone if after is not an event of the chat's log.
+//
+// The log is read from the store a page at a time, at the fold's own
+// pace: a subscription (of the hub) would take in what the run appends
+// while the fold reads, and on a long run be cut as too slow; the client
+// would resume, fold again and be cut again, without end.
+func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after tether.Offset, gone error) (*aisdk.Stream, error) {
 	var proj *aisdk.Stream
-	for {
-		recs, err := sub.TryNext(ctx)
+	seen := false // after is an event of the log
+	for from := tether.OffsetStart; ; {
+		recs, err := s.e.ReadLog(ctx, threadID, from, foldPage)
+		if tether.CodeOf(err) == tether.CodeBadRequest {
+			// An offset just read is no longer in the log: the chat
+			// was deleted and created again meanwhile.
+			return nil, gone
+		}
+		if err != nil {
+			return nil, err
+		}
 		for _, rec := range recs {
+			seen = seen || rec.Offset == after
+			past := rec.Offset.After(after)
+			if past && seen && proj != nil {
+				return proj, nil
+			}
+			if rec.RunID != runID || (past && proj != nil) {
+				continue
+			}
 			ev, err := rec.Decode()
 			if err != nil {
 				return nil, err
 			}
 			if proj == nil {
 				if ev.Type != tether.EventRunCreated || ev.Run == nil {
-					return nil, tether.Errorf(tether.CodeInternal, "run %s starts with %s", live.RunID, ev.Type)
+					return nil, tether.Errorf(tether.CodeInternal, "run %s starts with %s", runID, ev.Type)
 				}
 				// A cursor before the run (an earlier run's offset): the
 				// projection starts at its run.created, which the live
 				// subscription delivers.
 				proj = aisdk.NewStream(*ev.Run)
 			}
-			if rec.Offset.After(after) {
-				return proj, nil
+			if !past {
+				proj.Event(ev)
 			}
-			proj.Event(ev)
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		if len(recs) == 0 || err != nil {
-			if proj == nil {
-				return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", live.RunID)
+		if len(recs) < foldPage {
+			switch {
+			case proj == nil:
+				return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
+			case !seen:
+				return nil, gone
 			}
 			return proj, nil
 		}
+		from = recs[len(recs)-1].Offset
 	}
 }
 

@@ -25,10 +25,18 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 // events serves a subscription as SSE or, with Accept: application/json,
 // as a JSON catch-up or long poll.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, req engine.SubscribeRequest) {
+	if err := singleParams(r, "after", "message_id", "types", "wait"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	req.MessageID = q.Get("message_id")
 	if t := q.Get("types"); t != "" {
 		req.Types = strings.Split(t, ",")
+		if err := checkTypes(req.Types); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {

@@ -284,6 +284,10 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, err)
 		return
 	}
+	if err := checkTypes(req.Types); err != nil {
+		wc.sendError(id, err)
+		return
+	}
 	// Bounded by SubscribeTimeout, as an SSE stream's start: the socket's
 	// frames are handled one after another, and a store that does not
 	// answer must not leave the client without one.

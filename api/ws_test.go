@@ -386,6 +386,8 @@ func TestWSErrors(t *testing.T) {
 	}{
 		{"no thread", `{"op":"subscribe","id":"x"}`, false, "bad_request", "x"},
 		{"bad cursor", `{"op":"subscribe","id":"x","thread_id":"t1","after":"a/b"}`, false, "bad_request", "x"},
+		{"unknown type", `{"op":"subscribe","id":"x","thread_id":"t1","types":["text.delta","txt.delta"]}`, false, "bad_request", "x"},
+		{"empty type", `{"op":"subscribe","id":"x","thread_id":"t1","types":[""]}`, false, "bad_request", "x"},
 		{"unknown thread", `{"op":"subscribe","id":"x","thread_id":"nope"}`, false, "not_found", "x"},
 		{"unknown run", `{"op":"subscribe","id":"x","run_id":"run_nope"}`, false, "not_found", "x"},
 		{"run of another thread", `{"op":"subscribe","id":"x","thread_id":"t2","run_id":"` + run + `"}`, false, "not_found", "x"},

@@ -116,6 +116,14 @@ func allowedFields(typ string) (field, bool) {
 	return 0, false
 }
 
+// IsEventType reports whether typ is a type of event a log may hold
+// (protocol.md §3). The set is closed: what a worker wants to add goes in
+// a custom event, under its name.
+func IsEventType(typ string) bool {
+	_, ok := allowedFields(typ)
+	return ok
+}
+
 // checkFields rejects an unknown type and any field the type does not use.
 func checkFields(e *tether.Event) error {
 	if e.Type == "" {

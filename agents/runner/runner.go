@@ -17,7 +17,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -167,7 +169,8 @@ func (r *Runner) claimLoop() {
 	}
 }
 
-// Pauses after a failed claim: the first, and the most they grow to.
+// Pauses after a failed claim, or a failed subscription to or finish of
+// a run held: the first, and the most they grow to.
 const (
 	claimPause    = 100 * time.Millisecond
 	maxClaimPause = 5 * time.Second
@@ -180,37 +183,78 @@ func (r *Runner) execute(c *engine.Claim) {
 	ctx, cancel := context.WithCancelCause(r.runCtx)
 	defer cancel(nil)
 
-	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
-	sub, err := r.e.Subscribe(ctx, engine.SubscribeRequest{RunID: run.ID, Cursor: c.Offset})
-	if err != nil {
-		log.Error("follow run", "err", err)
-		return
-	}
+	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, log: log, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); tr.follow(ctx, sub, c.Offset, cancel) }()
+	go func() { defer wg.Done(); tr.follow(ctx, c.Offset, cancel) }()
 	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
 	s.State = c.State
-	err = agents.Call(ctx, r.agents[run.Agent], s)
+	err := agents.Call(ctx, r.agents[run.Agent], s)
 	cause := context.Cause(ctx)
 	if err != nil && cause == nil {
 		log.Warn("agent failed", "err", err)
 	}
 	// A run that ended without us (finished by the server, lease lost,
-	// node shutting down) has nothing left to finish.
-	if cancelled := errors.Is(cause, errCancelRequested); cause == nil || cancelled {
-		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ferr := s.Conclude(fctx, err, cancelled)
-		fcancel()
-		if ferr != nil && tether.CodeOf(ferr) != tether.CodeConflict {
-			log.Warn("finish run", "err", ferr)
-		}
+	// node shutting down) has nothing left to finish, but a run.finished
+	// its agent sent whose outcome is unknown.
+	if cancelled := errors.Is(cause, errCancelRequested); cause == nil || cancelled || s.Finished() {
+		r.conclude(log, s, tr, err, cancelled)
 	}
 	cancel(errRunOver)
 	wg.Wait()
 }
+
+// conclude finishes a run as its agent returned (agents.Session.Conclude),
+// or makes sure of the run.finished the agent sent.
+//
+// A run.finished whose append failed without being refused (the store
+// unavailable, a try that timed out) may or may not be in the log: it is
+// sent again, less often, for as long as the lease lasts (its heartbeats
+// go on meanwhile). A run left open would wait for its lease to run out
+// and end worker_lost, however its agent ended. A try that was committed
+// after all makes the next one conflict (nothing is taken after a
+// run.finished, and an append is all or nothing), which ends the
+// retries: the run has its one run.finished. So does a status the run
+// may no longer end with (a cancel came meanwhile: the server ends it
+// cancelled), and Shutdown, having ended the run.
+func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, agentErr error, cancelled bool) {
+	ctx, cancel := context.WithTimeout(r.runCtx, r.e.LeaseTTL())
+	defer cancel()
+	pause := time.Duration(0)
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, finishTimeout)
+		var err error
+		if s.Finished() {
+			err = tr.resend(tctx)
+		} else {
+			err = s.Conclude(tctx, agentErr, cancelled)
+		}
+		tcancel()
+		code := tether.CodeOf(err)
+		if err == nil || code == tether.CodeConflict {
+			return
+		}
+		again := code == tether.CodeUnavailable && !errors.Is(err, engine.ErrClosed) ||
+			errors.Is(err, context.DeadlineExceeded)
+		if !again || ctx.Err() != nil {
+			log.Warn("finish run", "err", err)
+			return
+		}
+		pause = min(max(2*pause, claimPause), maxClaimPause)
+		log.Warn("finish run", "err", err, "retry_in", pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			log.Warn("finish run: gave up", "err", err)
+			return
+		}
+	}
+}
+
+// finishTimeout bounds one try to finish a run.
+const finishTimeout = 10 * time.Second
 
 var (
 	errCancelRequested = errors.New("cancel requested")
@@ -224,18 +268,60 @@ type transport struct {
 	e     *engine.Engine
 	runID string
 	token string
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	inputs map[string]json.RawMessage
 	wake   chan struct{} // closed and replaced when an input arrives
+	// unsure is the last append that held run.finished, while its
+	// outcome is unknown (it failed, but was not refused): resend sends
+	// it again.
+	unsure []*tether.Event
 }
 
 func (t *transport) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
+	var sent []*tether.Event // evs as given: the engine sets fields of what it appends
+	finishes := slices.ContainsFunc(evs, func(ev *tether.Event) bool { return ev.Type == tether.EventRunFinished })
+	if finishes {
+		sent = make([]*tether.Event, len(evs))
+		for i, ev := range evs {
+			c := *ev
+			sent[i] = &c
+		}
+	}
 	res, err := t.e.Append(ctx, t.runID, t.token, evs)
+	if finishes {
+		t.mu.Lock()
+		switch tether.CodeOf(err) {
+		case tether.CodeBadRequest, tether.CodeTooLarge, tether.CodeConflict:
+			// Refused: not in the log, and the session knows the run is
+			// still open.
+		default:
+			if err != nil {
+				t.unsure = sent
+			} else {
+				t.unsure = nil
+			}
+		}
+		t.mu.Unlock()
+	}
 	if err != nil {
 		return false, err
 	}
 	return res.CancelRequested, nil
+}
+
+// resend sends again the append that finished the run if its outcome is
+// unknown.
+func (t *transport) resend(ctx context.Context) error {
+	t.mu.Lock()
+	evs := t.unsure
+	t.mu.Unlock()
+	if evs == nil {
+		return nil
+	}
+	_, err := t.Append(ctx, evs)
+	return err
 }
 
 func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
@@ -256,30 +342,67 @@ func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMe
 }
 
 // follow reads the run's events after offset after: input goes to
-// WaitInput, a cancel request or the end of the run stops the agent. It
-// closes sub when it returns. Cut as too slow (an agent that emits faster
-// than this reads), it follows again from the last event it read: what
-// the run says must not be missed, and the agent must not be stopped for
-// it.
-func (t *transport) follow(ctx context.Context, sub *engine.Subscription, after tether.Offset, stop context.CancelCauseFunc) {
-	defer func() { sub.Close() }()
-	for {
-		recs, err := sub.Next(ctx)
-		if errors.Is(err, hub.ErrSlow) && ctx.Err() == nil {
-			again, serr := t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
-			if serr == nil {
-				sub.Close()
-				sub = again
+// WaitInput, a cancel request or the end of the run stops the agent.
+//
+// The agent runs while this follows, and nothing it follows is missed
+// for a pause: a subscription that cannot start (the store unavailable
+// for a moment) or breaks is made again from the last event read, at
+// once if it was cut as too slow (an agent that emits faster than this
+// reads), else after a pause that grows. Only the end of the run, of its
+// thread or of the engine stops the agent from here: a run stopped
+// otherwise would stay open, its runner gone, until its lease ran out.
+func (t *transport) follow(ctx context.Context, after tether.Offset, stop context.CancelCauseFunc) {
+	var sub *engine.Subscription
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
+	pause := time.Duration(0)
+	for ctx.Err() == nil {
+		if sub == nil {
+			var err error
+			sub, err = t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
+			if err != nil {
+				sub = nil
+				if ctx.Err() != nil {
+					return
+				}
+				if runGone(err) {
+					stop(errRunEnded)
+					return
+				}
+				pause = min(max(2*pause, claimPause), maxClaimPause)
+				t.log.Warn("follow run", "err", err, "retry_in", pause)
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+				}
 				continue
 			}
-			err = serr
 		}
+		recs, err := sub.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
+			sub.Close()
+			sub = nil
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, hub.ErrSlow):
+				continue
+			case runGone(err):
 				stop(errRunEnded)
+				return
 			}
-			return
+			pause = min(max(2*pause, claimPause), maxClaimPause)
+			t.log.Warn("follow run", "err", err, "retry_in", pause)
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+			}
+			continue
 		}
+		pause = 0
 		if len(recs) > 0 {
 			after = recs[len(recs)-1].Offset
 		}
@@ -302,6 +425,14 @@ func (t *transport) follow(ctx context.Context, sub *engine.Subscription, after 
 			}
 		}
 	}
+}
+
+// runGone reports whether a follower's error means there is no run left
+// to follow: it ended (io.EOF), its thread was deleted (hub.ErrClosed,
+// not_found) or the engine is closing (whose shutdown ends the run).
+func runGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, hub.ErrClosed) || errors.Is(err, engine.ErrClosed) ||
+		tether.CodeOf(err) == tether.CodeNotFound
 }
 
 // heartbeat keeps the lease alive while the agent runs.

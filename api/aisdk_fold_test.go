@@ -1,0 +1,113 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
+)
+
+// heldStart is a store whose first read of a page of a log, once armed,
+// waits until released: a fold of a long run, slow to read, with the run
+// going on meanwhile.
+type heldStart struct {
+	store.Store
+	armed   atomic.Bool
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldStart) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	if limit > 1 && h.armed.CompareAndSwap(true, false) {
+		h.once.Do(func() { close(h.entered) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.Store.ReadEvents(ctx, threadID, after, limit)
+}
+
+// TestAISDKResumeOfALongRun: a UI message stream resumed mid-run folds
+// the run up to the cursor first; while it does, the run goes on by more
+// events than a subscriber's buffer holds (here 16). The resume still
+// sends every chunk after the cursor and ends with the run. The fold was
+// read through subscriptions of the hub, which cut it (or the stream's
+// own, buffering meanwhile) as too slow: the client resumed, folded
+// again, and was cut again, without end, on a run long enough.
+func TestAISDKResumeOfALongRun(t *testing.T) {
+	st := &heldStart{Store: testutil.OpenStore(t, ""), entered: make(chan struct{}), release: make(chan struct{})}
+	var eopts engine.Options
+	eopts.Hub.BufferEvents = 16
+	v := newEnvStore(t, st, api.Options{}, eopts)
+	v.thread("t1")
+	run, lease := v.extRun("t1")
+	appendText := func(n int, text string) {
+		for range n {
+			v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"`+text+`"}]`, lease...)
+		}
+	}
+	appendText(40, "a")
+	var deltas []tether.Offset
+	for after, done := "-1", false; !done; {
+		var p struct {
+			Events     []tether.Event
+			NextOffset string `json:"next_offset"`
+			UpToDate   bool   `json:"up_to_date"`
+		}
+		v.mustDo(200, "GET", "/v1/runs/"+run+"/events?types=text.delta&after="+after, nil, "Accept", "application/json").json(&p)
+		for _, e := range p.Events {
+			deltas = append(deltas, e.Offset)
+		}
+		after, done = p.NextOffset, p.UpToDate
+	}
+	cursor := deltas[19] // after 20 of the 40
+
+	st.armed.Store(true)
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := http.Get(v.url + "/v1/ai-sdk/ext/chat/t1/stream?run_id=" + run + "&after=" + string(cursor))
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		got <- answer{res.StatusCode, string(b), err}
+	}()
+	<-st.entered
+	appendText(40, "b") // one event a batch: more batches than the buffer holds
+	close(st.release)
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"run.finished","status":"done"}]`, lease...)
+	a := <-got
+	if a.err != nil || a.status != 200 {
+		t.Fatalf("resume: status %d, err %v: %.300s", a.status, a.err, a.body)
+	}
+	var text strings.Builder
+	finished := false
+	for _, f := range parseUI(t, a.body) {
+		if f.chunk["type"] == "text-delta" {
+			text.WriteString(f.chunk["delta"].(string))
+		}
+		finished = finished || f.chunk["type"] == "finish"
+	}
+	if want := strings.Repeat("a", 20) + strings.Repeat("b", 40); text.String() != want || !finished {
+		t.Fatalf("resumed text %q (finish: %v), want %q and the finish", text.String(), finished, want)
+	}
+}
