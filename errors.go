@@ -38,7 +38,11 @@ const CodeTokenExpired Code = "token_expired"
 type Error struct {
 	Code    Code
 	Message string
-	cause   error
+	// Status is the HTTP status of the answer the error was read from,
+	// set by the Go client (package client); 0 for an error made without
+	// an answer, and on the server, where the code alone sets the status.
+	Status int
+	cause  error
 }
 
 // Errorf returns an *Error with the given code and formatted message.

@@ -19,8 +19,9 @@ UNAVAILABLE = "unavailable"
 INTERNAL = "internal"
 
 # The clients' own code, never the server's: an answer that is not what the protocol says (a 2xx
-# whose body is not the JSON expected, a stream that is not an event stream, an event that is not
-# JSON); a repeat would most likely get the same. The Go and TypeScript clients use it too.
+# whose body is not the JSON expected, an error answer of a 4xx status without a code of its own
+# (405, 418, 422) and without the error body, a stream that is not an event stream, an event that
+# is not JSON); a repeat would most likely get the same. The Go and TypeScript clients use it too.
 PROTOCOL = "protocol"
 
 _BY_STATUS = {
@@ -34,6 +35,14 @@ _BY_STATUS = {
     429: RATE_LIMITED,
     503: UNAVAILABLE,
 }
+
+
+def code_for_status(status: int) -> str:
+    """The code of an error answer without the protocol's error body (a proxy's page): the one the
+    server gives with that status; ``internal`` for another 5xx, ``protocol`` for another status
+    (405, 418, 422: no answer of the protocol, a repeat would get the same). The Go and TypeScript
+    clients read it the same way (docs/protocol.md §1)."""
+    return _BY_STATUS.get(status, INTERNAL if status >= 500 else PROTOCOL)
 
 
 class TetherError(Exception):
@@ -56,7 +65,7 @@ class TetherError(Exception):
         """Reads the protocol's error body ``{"error": {"code", "message"}}``, or makes one up from the status."""
         import json
 
-        code, message = _BY_STATUS.get(status, INTERNAL if status >= 500 else BAD_REQUEST), ""
+        code, message = code_for_status(status), ""
         try:
             e: Any = json.loads(body or b"null")
             if isinstance(e, Mapping) and isinstance(e.get("error"), Mapping):

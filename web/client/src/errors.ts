@@ -78,6 +78,12 @@ export async function errorFromResponse(res: Response): Promise<TetherError> {
   return new TetherError(code || codeForStatus(res.status), message || `HTTP ${res.status}`, res.status, { requestId });
 }
 
+/**
+ * The code of an error answer without the error body (a proxy's page): the
+ * server's code for that status; `internal` for another 5xx, `protocol` for
+ * another status (405, 418, 422). The Go and Python clients read it the
+ * same way (docs/protocol.md §1).
+ */
 function codeForStatus(status: number): string {
   switch (status) {
     case 400:

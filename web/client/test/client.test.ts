@@ -67,6 +67,24 @@ describe('REST helpers', () => {
     expect(await client.getThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'protocol' });
   });
 
+  it('give an error answer without an error body the code its status means, protocol for a 4xx without one', async () => {
+    // docs/protocol.md §1: the Go and Python clients read such answers the same way.
+    const { ff, client } = setup();
+    for (const [status, code] of [
+      [405, 'protocol'],
+      [418, 'protocol'],
+      [422, 'protocol'],
+      [404, 'not_found'],
+      [413, 'too_large'],
+      [400, 'bad_request'],
+    ] as const) {
+      ff.next(() => new Response('<html>db01.internal</html>', { status, headers: { 'content-type': 'text/html' } }));
+      const err = (await client.getThread('t1').catch((e: unknown) => e)) as TetherError;
+      expect(err, `${status}`).toMatchObject({ code, status, retryable: false });
+      expect(err.message).not.toContain('db01');
+    }
+  });
+
   it('refuse a subscription to nothing', () => {
     const { client } = setup();
     expect(() => client.subscribe({} as never)).toThrow(TypeError);
