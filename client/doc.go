@@ -39,7 +39,10 @@
 // is not the JSON expected (empty, HTML) the client's code protocol
 // (CodeProtocol), as a stream that is not an event stream; the body is
 // never in the message. A 2xx whose body is cut short (the connection
-// dropped mid-answer) is a transport error, retried as one.
+// dropped mid-answer) is a transport error, retried as one. A 429 or 503
+// is retried no sooner than its Retry-After; when the retries are spent,
+// the error keeps that wait (RetryAfter), so a caller can say how long to
+// wait before trying again.
 //
 // # Tokens
 //

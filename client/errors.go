@@ -26,19 +26,22 @@ const CodeTokenUnavailable tether.Code = "token_unavailable"
 const CodeProtocol tether.Code = "protocol"
 
 // responseError turns a non-2xx answer into a *tether.Error with the
-// server's code and message, and the answer's status. An answer that is
-// not the protocol's error body (a proxy's page, say) gives the code its
-// status means (codeForStatus) and the status only: raw bodies never reach
-// error messages, where they could leak into logs or UIs.
+// server's code and message, and the answer's status and Retry-After (for
+// a caller that gives up after the client's retries and says how long to
+// wait). An answer that is not the protocol's error body (a proxy's page,
+// say) gives the code its status means (codeForStatus) and the status
+// only: raw bodies never reach error messages, where they could leak into
+// logs or UIs.
 func responseError(resp *http.Response) *tether.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if e := errorInfo(body); e != nil {
-		return &tether.Error{Code: tether.Code(e.Code), Message: e.Message, Status: resp.StatusCode}
+		return &tether.Error{Code: tether.Code(e.Code), Message: e.Message, Status: resp.StatusCode, RetryAfter: retryAfter(resp)}
 	}
 	return &tether.Error{
-		Code:    codeForStatus(resp.StatusCode),
-		Message: fmt.Sprintf("server answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
-		Status:  resp.StatusCode,
+		Code:       codeForStatus(resp.StatusCode),
+		Message:    fmt.Sprintf("server answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
+		Status:     resp.StatusCode,
+		RetryAfter: retryAfter(resp),
 	}
 }
 

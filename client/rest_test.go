@@ -413,6 +413,44 @@ func TestErrorAnswerNotOfTheProtocol(t *testing.T) {
 	}
 }
 
+// TestErrorRetryAfter: an error answer keeps its status and its
+// Retry-After on the error, so that a caller that gives up after the
+// client's retries (a 429 still answered) can say how long to wait; an
+// answer without Retry-After, or with one that is not a number of
+// seconds, leaves it 0.
+func TestErrorRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		header     string
+		body       string
+		code       tether.Code
+		retryAfter time.Duration
+	}{
+		{429, "12", `{"error":{"code":"rate_limited","message":"over the limit"}}`, tether.CodeRateLimited, 12 * time.Second},
+		{503, "3", `{"error":{"code":"unavailable","message":"busy"}}`, tether.CodeUnavailable, 3 * time.Second},
+		{429, "", `<html>slow down</html>`, tether.CodeRateLimited, 0},
+		{429, "Wed, 21 Oct 2015 07:28:00 GMT", ``, tether.CodeRateLimited, 0},
+		{404, "", `{"error":{"code":"not_found","message":"thread t1 not found"}}`, tether.CodeNotFound, 0},
+	} {
+		c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			if tc.header != "" {
+				w.Header().Set("Retry-After", tc.header)
+			}
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, tc.body)
+		})
+		_, err := c.Thread(context.Background(), "t1")
+		var te *tether.Error
+		if !errors.As(err, &te) || te.Code != tc.code {
+			t.Errorf("%d %q: err = %v, want code %s", tc.status, tc.header, err, tc.code)
+			continue
+		}
+		if te.Status != tc.status || te.RetryAfter != tc.retryAfter {
+			t.Errorf("%d %q: Status, RetryAfter = %d, %v, want %d, %v", tc.status, tc.header, te.Status, te.RetryAfter, tc.status, tc.retryAfter)
+		}
+	}
+}
+
 // cutShort answers 200 with the start of body and then closes the
 // connection: the Content-Length promises more than is sent, as when a
 // connection drops mid-answer.

@@ -178,6 +178,22 @@ def test_an_error_answer_not_of_the_protocol_has_the_code_its_status_means(serve
         assert "db01" not in str(e.value)
 
 
+def test_an_error_keeps_the_answers_retry_after(server, connect):
+    """A 429 still answered when the retries are spent raises a TetherError whose ``retry_after``
+    is the answer's ``Retry-After`` in seconds, so that the caller can say how long to wait (as the
+    Go and TypeScript clients' errors do); an answer without one leaves it None."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        faults.inject(*[("POST", "/v1/threads", "limited 12")] * 10)
+        with pytest.raises(TetherError) as e:
+            c.create_thread("t1")
+        assert (e.value.code, e.value.status, e.value.retry_after) == ("rate_limited", 429, 12.0), e.value
+        faults.faults.clear()
+        with pytest.raises(TetherError) as e:
+            c.get_run("nope")
+        assert (e.value.code, e.value.retry_after) == ("not_found", None)
+
+
 def test_a_stream_that_is_not_an_event_stream_ends_with_code_protocol(server, connect):
     """A subscription answered 200 with a proxy's page instead of an event stream raises a
     StreamError with code ``protocol``, as the Go and TypeScript clients do, without the page."""

@@ -50,7 +50,9 @@ class TetherError(Exception):
 
     ``code`` is one of the protocol's stable codes (``not_found``,
     ``conflict``, ``lease_lost``, ...); test it rather than the message,
-    which is for people.
+    which is for people. ``retry_after`` is the answer's ``Retry-After`` in
+    seconds (a 429 or a 503 says how long to wait before sending again),
+    None when it had none or one that is not a number of seconds.
     """
 
     def __init__(self, code: str, message: str, status: int = 0, headers: Optional[Mapping[str, str]] = None):
@@ -59,6 +61,7 @@ class TetherError(Exception):
         self.message = message
         self.status = status
         self.headers: Mapping[str, str] = dict(headers or {})
+        self.retry_after: Optional[float] = _seconds(next((v for k, v in self.headers.items() if k.lower() == "retry-after"), None))
 
     @classmethod
     def from_response(cls, status: int, body: bytes, headers: Optional[Mapping[str, str]] = None) -> "TetherError":
@@ -76,6 +79,15 @@ class TetherError(Exception):
         if not message:
             message = f"the server answered {status}"
         return cls(code, message, status, headers)
+
+
+def _seconds(value: Optional[str]) -> Optional[float]:
+    """A ``Retry-After`` of a number of seconds, or None (absent, a date, not a number)."""
+    try:
+        n = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return n if n is not None and 0 <= n < float("inf") else None
 
 
 class StreamError(TetherError):

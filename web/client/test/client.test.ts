@@ -85,6 +85,24 @@ describe('REST helpers', () => {
     }
   });
 
+  it("keep an error answer's Retry-After on the error", async () => {
+    const { ff, client } = setup();
+    for (const [status, code, header, want] of [
+      [429, 'rate_limited', '12', 12_000],
+      [503, 'unavailable', '3', 3_000],
+      [429, 'rate_limited', 'Wed, 21 Oct 2015 07:28:00 GMT', undefined],
+      [404, 'not_found', null, undefined],
+    ] as const) {
+      ff.next(() => {
+        const r = errorResponse(status, code);
+        if (header !== null) r.headers.set('retry-after', header);
+        return r;
+      });
+      const err = (await client.createRun('t1').catch((e: unknown) => e)) as TetherError;
+      expect(err, `${status} ${header}`).toMatchObject({ code, status, retryAfterMs: want });
+    }
+  });
+
   it('refuse a subscription to nothing', () => {
     const { client } = setup();
     expect(() => client.subscribe({} as never)).toThrow(TypeError);

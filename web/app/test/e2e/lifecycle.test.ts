@@ -68,7 +68,7 @@ describe('thread lifecycle', () => {
     );
     await page.getByTestId('composer-input').fill('Hello there');
     await page.getByTestId('composer-input').press('Enter');
-    await refusedFirst(page, server, 'Hello there', 'Too many requests: too many runs started: retry in 2 s. Wait a moment, then send again.');
+    await refusedFirst(page, server, 'Hello there', 'Too many requests: wait 2 s, then send again.');
     await shot(page, '12-first-run-rate-limited');
 
     await page.unroute(runs);
