@@ -3,6 +3,7 @@ package tether
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A Code is a stable, machine-readable error code. Codes are part of the
@@ -38,7 +39,15 @@ const CodeTokenExpired Code = "token_expired"
 type Error struct {
 	Code    Code
 	Message string
-	cause   error
+	// Status is the HTTP status of the answer the error was read from,
+	// set by the Go client (package client); 0 for an error made without
+	// an answer, and on the server, where the code alone sets the status.
+	Status int
+	// RetryAfter is the answer's Retry-After (a 429 or a 503 says how
+	// long to wait before sending again), set by the Go client; 0 when
+	// the answer had none, or one that is not a number of seconds.
+	RetryAfter time.Duration
+	cause      error
 }
 
 // Errorf returns an *Error with the given code and formatted message.

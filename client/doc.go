@@ -30,15 +30,19 @@
 // instead, give ThreadID and leave After empty: the first update is then a
 // snapshot of the thread, and events follow until ctx is done.
 //
-// Errors from the server are *tether.Error values with the server's code,
-// so errors.Is(err, tether.ErrNotFound) and tether.CodeOf work on them. An
-// error answer that is not the protocol's (a proxy's page instead of an
-// error body) has the code its status means (404 not_found, 503
-// unavailable, …; internal for a status without one), and a 2xx whose body
+// Errors from the server are *tether.Error values with the server's code
+// and the answer's HTTP status (Status), so errors.Is(err,
+// tether.ErrNotFound) and tether.CodeOf work on them. An error answer that
+// is not the protocol's (a proxy's page instead of an error body) has the
+// code its status means (404 not_found, 503 unavailable, …; internal for
+// another 5xx, protocol for another 4xx such as 405), and a 2xx whose body
 // is not the JSON expected (empty, HTML) the client's code protocol
 // (CodeProtocol), as a stream that is not an event stream; the body is
 // never in the message. A 2xx whose body is cut short (the connection
-// dropped mid-answer) is a transport error, retried as one.
+// dropped mid-answer) is a transport error, retried as one. A 429 or 503
+// is retried no sooner than its Retry-After; when the retries are spent,
+// the error keeps that wait (RetryAfter), so a caller can say how long to
+// wait before trying again.
 //
 // # Tokens
 //

@@ -300,6 +300,7 @@ func TestErrorDecoding(t *testing.T) {
 		{"protocol error", 404, `{"error":{"code":"not_found","message":"thread t1 not found"}}`, tether.CodeNotFound, "thread t1 not found", 1},
 		{"unknown code kept", 418, `{"error":{"code":"teapot","message":"short and stout"}}`, "teapot", "short and stout", 1},
 		{"proxy page", 502, `<html>upstream db01.internal:5432 refused</html>`, tether.CodeInternal, "server answered 502 Bad Gateway", 1 + maxRetries},
+		{"proxy page of a 4xx", 405, `<html>db01.internal: method not allowed</html>`, CodeProtocol, "server answered 405 Method Not Allowed", 1},
 		{"other JSON", 400, `{"message":"secret detail"}`, tether.CodeBadRequest, "server answered 400 Bad Request", 1},
 		{"empty", 401, ``, tether.CodeUnauthorized, "server answered 401 Unauthorized", 1},
 	}
@@ -383,13 +384,17 @@ func TestUndecodableAnswer(t *testing.T) {
 
 // TestErrorAnswerNotOfTheProtocol: an error answer whose body is not the
 // protocol's (a proxy's page) has the code its status means, as in the
-// TypeScript and Python clients; it was internal whatever the status.
+// TypeScript and Python clients: internal for a 5xx without a code of its
+// own, protocol for a 4xx without one (405, 418, 422: it was internal),
+// and the status is kept on the error (docs/protocol.md §1).
 func TestErrorAnswerNotOfTheProtocol(t *testing.T) {
 	for status, want := range map[int]tether.Code{
 		http.StatusBadRequest: tether.CodeBadRequest, http.StatusUnauthorized: tether.CodeUnauthorized,
 		http.StatusForbidden: tether.CodeForbidden, http.StatusNotFound: tether.CodeNotFound,
 		http.StatusConflict: tether.CodeConflict, http.StatusGone: tether.CodeGone,
-		http.StatusRequestEntityTooLarge: tether.CodeTooLarge, http.StatusTeapot: tether.CodeInternal,
+		http.StatusRequestEntityTooLarge: tether.CodeTooLarge, http.StatusTeapot: CodeProtocol,
+		http.StatusMethodNotAllowed: CodeProtocol, http.StatusUnprocessableEntity: CodeProtocol,
+		http.StatusInternalServerError: tether.CodeInternal, http.StatusBadGateway: tether.CodeInternal,
 	} {
 		c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
@@ -400,6 +405,48 @@ func TestErrorAnswerNotOfTheProtocol(t *testing.T) {
 		var te *tether.Error
 		if !errors.As(err, &te) || te.Code != want || strings.Contains(te.Message, "db01") {
 			t.Errorf("%d: err = %v, want a *tether.Error with code %s and no body", status, err, want)
+			continue
+		}
+		if te.Status != status {
+			t.Errorf("%d: Status = %d", status, te.Status)
+		}
+	}
+}
+
+// TestErrorRetryAfter: an error answer keeps its status and its
+// Retry-After on the error, so that a caller that gives up after the
+// client's retries (a 429 still answered) can say how long to wait; an
+// answer without Retry-After, or with one that is not a number of
+// seconds, leaves it 0.
+func TestErrorRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		header     string
+		body       string
+		code       tether.Code
+		retryAfter time.Duration
+	}{
+		{429, "12", `{"error":{"code":"rate_limited","message":"over the limit"}}`, tether.CodeRateLimited, 12 * time.Second},
+		{503, "3", `{"error":{"code":"unavailable","message":"busy"}}`, tether.CodeUnavailable, 3 * time.Second},
+		{429, "", `<html>slow down</html>`, tether.CodeRateLimited, 0},
+		{429, "Wed, 21 Oct 2015 07:28:00 GMT", ``, tether.CodeRateLimited, 0},
+		{404, "", `{"error":{"code":"not_found","message":"thread t1 not found"}}`, tether.CodeNotFound, 0},
+	} {
+		c, _ := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
+			if tc.header != "" {
+				w.Header().Set("Retry-After", tc.header)
+			}
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, tc.body)
+		})
+		_, err := c.Thread(context.Background(), "t1")
+		var te *tether.Error
+		if !errors.As(err, &te) || te.Code != tc.code {
+			t.Errorf("%d %q: err = %v, want code %s", tc.status, tc.header, err, tc.code)
+			continue
+		}
+		if te.Status != tc.status || te.RetryAfter != tc.retryAfter {
+			t.Errorf("%d %q: Status, RetryAfter = %d, %v, want %d, %v", tc.status, tc.header, te.Status, te.RetryAfter, tc.status, tc.retryAfter)
 		}
 	}
 }

@@ -94,9 +94,9 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Passes requests to the real server, but injects a fault into the next request matching each
     ``(method, path suffix, fault)`` injected, in order: ``lose``, the server acts and its answer
     is lost (as a cut connection would lose it); ``busy``, a 503 with ``Retry-After: 0`` instead of
-    the server's answer; ``limited``, a 429 with ``Retry-After: 1``; ``cut``, a stream that ends
-    right after its ``connected`` frame; ``lease_lost``, a 410 ``lease_lost``; ``page``, a 200 with a proxy's HTML page; ``empty``, a 200
-    with no body.
+    the server's answer; ``limited``, a 429 with ``Retry-After: 1`` (``limited 12``: with that); ``cut``, a stream that ends
+    right after its ``connected`` frame; ``lease_lost``, a 410 ``lease_lost``; ``page``, a 200 with a proxy's HTML page (``page 405``: with
+    that status); ``empty``, a 200 with no body.
     ``seen`` holds every request's method, path and ``Idempotency-Key``."""
 
     def __init__(self) -> None:
@@ -132,6 +132,10 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return httpx.Response(200, headers={"Content-Type": "text/html"}, content=b"<html>welcome to db01.internal</html>")
         if fault == "empty":
             return httpx.Response(200)
+        if fault and fault.startswith("limited "):  # "limited 12": a 429 with Retry-After: 12
+            return httpx.Response(429, json={"error": {"code": "rate_limited", "message": "injected"}}, headers={"Retry-After": fault[8:]})
+        if fault and fault.startswith("page "):  # "page 405": a proxy's HTML page with that status
+            return httpx.Response(int(fault[5:]), headers={"Content-Type": "text/html"}, content=b"<html>db01.internal</html>")
         if fault == "cut":
             return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=b'event: connected\ndata: {"offset":"-1"}\n\n')
         return None

@@ -163,6 +163,37 @@ def test_a_2xx_that_is_not_json_is_an_error_with_a_code(server, connect, fault):
             assert faults.paths(n) == [path]
 
 
+@pytest.mark.parametrize("status,code", [(405, "protocol"), (418, "protocol"), (422, "protocol"), (404, "not_found"), (413, "too_large")])
+def test_an_error_answer_not_of_the_protocol_has_the_code_its_status_means(server, connect, status, code):
+    """An error answer without the protocol's error body (a proxy's page) has the code its status
+    means, and a 4xx status without a code of its own (405, 418, 422) the clients' ``protocol``, as
+    in the Go and TypeScript clients (docs/protocol.md §1): it was ``bad_request``, a refusal by the
+    server that it never made. The status is kept on the error; the page is not in its message."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        faults.inject(("POST", "/v1/threads", f"page {status}"))
+        with pytest.raises(TetherError) as e:
+            c.create_thread("t1")
+        assert (e.value.code, e.value.status) == (code, status), e.value
+        assert "db01" not in str(e.value)
+
+
+def test_an_error_keeps_the_answers_retry_after(server, connect):
+    """A 429 still answered when the retries are spent raises a TetherError whose ``retry_after``
+    is the answer's ``Retry-After`` in seconds, so that the caller can say how long to wait (as the
+    Go and TypeScript clients' errors do); an answer without one leaves it None."""
+    faults = Faults()
+    with connect(server.url, transport=faults, min_backoff=0.001, max_backoff=0.01) as c:
+        faults.inject(*[("POST", "/v1/threads", "limited 12")] * 10)
+        with pytest.raises(TetherError) as e:
+            c.create_thread("t1")
+        assert (e.value.code, e.value.status, e.value.retry_after) == ("rate_limited", 429, 12.0), e.value
+        faults.faults.clear()
+        with pytest.raises(TetherError) as e:
+            c.get_run("nope")
+        assert (e.value.code, e.value.retry_after) == ("not_found", None)
+
+
 def test_a_stream_that_is_not_an_event_stream_ends_with_code_protocol(server, connect):
     """A subscription answered 200 with a proxy's page instead of an event stream raises a
     StreamError with code ``protocol``, as the Go and TypeScript clients do, without the page."""

@@ -104,7 +104,9 @@ export class ChatView {
    * It goes once its run shows, after {@link startRun}.
    */
   sending(text: string | undefined): void {
+    const was = this.pending.hidden;
     this.pending.hidden = text === undefined;
+    if (this.pending.hidden !== was) this.schedule(); // Retry is not offered while a message is on its way
     setText(this.pendingText, text ?? '');
     if (text !== undefined) {
       this.welcome.hidden = true;
@@ -195,13 +197,15 @@ export class ChatView {
       else byRun.set(m.run_id, [m]);
     }
     const nodes: Node[] = [];
+    // Retry is offered on the last run only, once nothing runs and nothing is on its way.
+    const lastRun = v.activeRun || !this.pending.hidden ? undefined : v.runs[v.runs.length - 1];
     for (const run of v.runs) {
       let rv = this.runs.get(run.id);
       if (!rv) {
         rv = new RunView(run.id, this.host);
         this.runs.set(run.id, rv);
       }
-      rv.update(run, byRun.get(run.id) ?? [], v.recoveredRuns.has(run.id), v.recoveredMessages);
+      rv.update(run, byRun.get(run.id) ?? [], v.recoveredRuns.has(run.id), v.recoveredMessages, run === lastRun);
       nodes.push(rv.el);
     }
     if (v.runs.length === 0) nodes.push(this.empty);

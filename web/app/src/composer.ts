@@ -104,6 +104,20 @@ export class Composer {
     this.el.requestSubmit();
   }
 
+  /**
+   * Sends a run's input again (a run's Retry) as a message sent from the
+   * box would be, but without the box: what is typed there stays, and an
+   * error is said under it (Retry stays, to try again).
+   */
+  resend(send: () => Promise<void>): void {
+    if (this.sending) return;
+    if (this.active) {
+      this.showError(this.waiting ? ANSWER : BUSY);
+      return;
+    }
+    void this.deliver(send);
+  }
+
   /** Focuses the message box (not on touch screens, where it opens the keyboard). */
   focus(): void {
     if (matchMedia('(hover: hover)').matches) this.text.focus({ preventScroll: true });
@@ -173,24 +187,37 @@ export class Composer {
       this.showError(this.waiting ? ANSWER : BUSY);
       return;
     }
-    this.sending = true;
-    this.sendBtn.disabled = true;
-    this.showError(undefined);
     // The message leaves the box at once (the page shows it on its way), so
     // that on a slow network the box is free for the next one: what is
     // typed meanwhile stays.
     this.text.value = '';
     this.autosize();
+    const options = this.options();
+    await this.deliver(
+      async () => {
+        await this.host.send(text, options);
+        // The options stay as set, for the next message; the panel closes
+        // so that the answer has the room.
+        this.optionsEl.open = false;
+      },
+      () => {
+        // Not sent: back in the box, before anything typed since.
+        const typed = this.text.value;
+        this.text.value = typed.trim() ? `${text}\n${typed}` : text;
+        this.autosize();
+      },
+    );
+  }
+
+  /** Runs a send with Send disabled meanwhile; a failure is said under the box, after `failed`. */
+  private async deliver(send: () => Promise<void>, failed?: () => void): Promise<void> {
+    this.sending = true;
+    this.sendBtn.disabled = true;
+    this.showError(undefined);
     try {
-      await this.host.send(text, this.options());
-      // The options stay as set, for the next message; the panel closes
-      // so that the answer has the room.
-      this.optionsEl.open = false;
+      await send();
     } catch (err) {
-      // Not sent: back in the box, before anything typed since.
-      const typed = this.text.value;
-      this.text.value = typed.trim() ? `${text}\n${typed}` : text;
-      this.autosize();
+      failed?.();
       this.showError(errorText(err));
     } finally {
       this.sending = false;

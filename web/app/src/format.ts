@@ -61,17 +61,31 @@ export const UNREACHABLE = 'Could not reach the server: check the connection, th
  * when no answer came (the client's `network` code), that the server could
  * not be reached; not the browser's "Failed to fetch". A refusal the person
  * can act on says what it is and what to do: a message over the server's
- * size limit (`too_large`) is to be shortened, a rate limit waited out.
+ * size limit (`too_large`) is to be shortened, a rate limit waited out, for
+ * as long as the answer's Retry-After says (`retryAfterMs`) when it says.
  */
 export function errorText(err: unknown): string {
-  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  const e = err && typeof err === 'object' ? (err as { code?: unknown; retryAfterMs?: unknown }) : undefined;
+  const code = e?.code;
   if (code === 'network') return UNREACHABLE;
   const msg = err instanceof Error ? err.message : String(err);
   const said = msg.replace(/[.\s]+$/, '');
+  const wait = typeof e?.retryAfterMs === 'number' && e.retryAfterMs >= 0 ? waitText(e.retryAfterMs) : undefined;
   if (code === 'too_large') return `The message is too long to send: ${said}.`;
+  if (code === 'rate_limited' && wait) return `Too many requests: ${wait}.`;
   if (code === 'rate_limited') return `Too many requests: ${said}. Wait a moment, then send again.`;
+  if (code === 'unavailable' && wait) return `The server is busy (${said}): ${wait}.`;
   if (code === 'quota_exceeded') return `Quota used up: ${said}.`;
   return msg;
+}
+
+/** "wait 12 s, then send again" for a Retry-After of 12 000 ms ("2 min 30 s" past a minute). */
+function waitText(ms: number): string {
+  const s = Math.ceil(ms / 1000);
+  if (s <= 0) return 'send again now';
+  const m = Math.floor(s / 60);
+  const t = m === 0 ? `${s} s` : s % 60 === 0 ? `${m} min` : `${m} min ${s % 60} s`;
+  return `wait ${t}, then send again`;
 }
 
 /** JSON for people: indented, with strings kept as they are. */

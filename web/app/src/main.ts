@@ -2,7 +2,7 @@
 // open thread (URL hash #/t/<id>, so a reload reopens it) and a composer.
 // Everything live comes from @tether/client.
 
-import { TetherClient, TetherError, type ConnectionState, type StoreView, type Thread } from '@tether/client';
+import { TetherClient, TetherError, type ConnectionState, type Run, type RunRequest, type StoreView, type Thread } from '@tether/client';
 import { askForToken, authReason, tokenSource } from './auth.js';
 import { ChatView, isAuthError, newKey } from './chat.js';
 import { BUSY, Composer } from './composer.js';
@@ -42,7 +42,11 @@ class App {
       onAuthError,
       onPick: () => this.root.classList.remove('nav-open'),
     });
-    this.chat = new ChatView({ client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v), focusComposer: () => this.composer.focus() }, this.client, (s) => this.composer.sendText(s));
+    this.chat = new ChatView(
+      { client: this.client, onAuthError, onThread: (t, v) => this.onThread(t, v), focusComposer: () => this.composer.focus(), retry: (run) => this.retry(run) },
+      this.client,
+      (s) => this.composer.sendText(s),
+    );
     this.composer = new Composer({ send: (t, o) => this.send(t, o), stop: () => this.chat.stop() }, optionsFromQuery(location.search));
 
     const menu = h('button', { class: 'btn ghost icon-only menu', testid: 'menu', attrs: { type: 'button', 'aria-label': 'Conversations' }, on: { click: () => this.root.classList.toggle('nav-open') } }, icon('menu'));
@@ -93,7 +97,33 @@ class App {
     this.renderConnection();
   }
 
-  private async send(text: string, o: RunOptions): Promise<void> {
+  private send(text: string, o: RunOptions): Promise<void> {
+    const metadata = runMetadata(o);
+    const body = {
+      ...(o.agent ? { agent: o.agent } : {}),
+      input: { messages: [{ role: 'user' as const, content: text }] },
+      ...(metadata ? { metadata } : {}),
+    };
+    return this.submit(text, body);
+  }
+
+  /**
+   * Sends a failed or aborted run's input again as a new run (its Retry):
+   * the same messages, agent and metadata, with an Idempotency-Key of its
+   * own, as the run's key would only hand back the run that failed (after
+   * a lost answer the page sends again with the same key, and gets the run
+   * the server aborted when it restarted).
+   */
+  private retry(run: Run): void {
+    const messages = run.input.messages.map((m) => ({ role: m.role, content: m.content, ...(m.metadata ? { metadata: m.metadata } : {}) }));
+    if (messages.length === 0) return;
+    const text = messages.map((m) => m.content).join('\n\n');
+    const body = { agent: run.agent, input: { messages }, ...(Object.keys(run.metadata ?? {}).length > 0 ? { metadata: run.metadata } : {}) };
+    this.composer.resend(() => this.submit(text, body));
+  }
+
+  /** Starts a run of `body` on the open thread, or on a new one titled by `text`, which is shown on its way. */
+  private async submit(text: string, body: RunRequest): Promise<void> {
     let made: string | undefined; // the thread this send created, if it did
     this.chat.sending(text);
     try {
@@ -105,12 +135,6 @@ class App {
         this.chat.show(tid); // before the hash changes, so route() finds it open
         location.hash = `#/t/${encodeURIComponent(tid)}`;
       }
-      const metadata = runMetadata(o);
-      const body = {
-        ...(o.agent ? { agent: o.agent } : {}),
-        input: { messages: [{ role: 'user' as const, content: text }] },
-        ...(metadata ? { metadata } : {}),
-      };
       const json = JSON.stringify(body);
       const u = this.unsent;
       const key = u && u.threadId === tid && u.body === json ? u.key : newKey();

@@ -1,6 +1,7 @@
 // One run of the transcript: its messages, then a footer with its state
 // (working, waiting, done, stopped, failed, aborted and why), the
-// "recovered" note, and the form that answers a run waiting for input.
+// "recovered" note, Retry for a last run that failed or was aborted, and
+// the form that answers a run waiting for input.
 
 import type { Message, Run, TetherClient } from '@tether/client';
 import { TetherError, isTerminalRunStatus } from '@tether/client';
@@ -15,6 +16,8 @@ export interface RunHost {
   onAuthError(err: TetherError): void;
   /** Focuses the message box (an answered form is about to go). */
   focusComposer(): void;
+  /** Sends a failed or aborted run's input again, as a new run. */
+  retry(run: Run): void;
 }
 
 /** The view of one run; the message views are kept by id across updates. */
@@ -30,6 +33,13 @@ export class RunView {
     icon('refresh'),
     'Stream dropped — recovered',
   );
+  /** Retry, on the last run when it failed or was aborted: its input again, as a new run. */
+  private readonly retryBtn = h(
+    'button',
+    { class: 'btn ghost run-retry', testid: 'run-retry', attrs: { type: 'button', title: 'Send this message again, as a new run' } },
+    icon('refresh'),
+    'Retry',
+  );
   private readonly slot = h('div', { class: 'run-request' });
   private readonly messages = new Map<string, MessageView>();
   private form: InputForm | undefined;
@@ -40,10 +50,21 @@ export class RunView {
     private readonly host: RunHost,
   ) {
     this.note.hidden = true;
-    this.el = h('section', { class: 'run', testid: 'run', attrs: { 'data-run-id': id } }, this.list, this.slot, h('div', { class: 'run-foot' }, this.status, this.note));
+    this.retryBtn.hidden = true;
+    this.retryBtn.addEventListener('click', () => {
+      if (this.last) host.retry(this.last);
+    });
+    this.el = h(
+      'section',
+      { class: 'run', testid: 'run', attrs: { 'data-run-id': id } },
+      this.list,
+      this.slot,
+      h('div', { class: 'run-foot' }, this.status, this.note, this.retryBtn),
+    );
   }
 
-  update(run: Run, messages: readonly Message[], recoveredRun: boolean, recoveredMessages: ReadonlySet<string>): void {
+  /** `retry`: whether to offer Retry (the thread's last run, failed or aborted, and nothing on its way). */
+  update(run: Run, messages: readonly Message[], recoveredRun: boolean, recoveredMessages: ReadonlySet<string>, retry = false): void {
     const nodes: Node[] = [];
     for (const m of messages) {
       let v = this.messages.get(m.id);
@@ -57,6 +78,7 @@ export class RunView {
     }
     reconcile(this.list, nodes);
     this.note.hidden = !recoveredRun;
+    this.retryBtn.hidden = !(retry && (run.status === 'error' || run.status === 'aborted'));
     if (run === this.last) return;
     this.last = run;
 

@@ -238,7 +238,9 @@ export class ThreadList {
     let threads = this.threads.map((t) => (ov && t.id === ov.id && ov.updated_at >= t.updated_at ? ov : t));
     if (ov && !threads.some((t) => t.id === ov.id)) threads = [ov, ...threads];
     const nodes: Node[] = [];
+    const listed = new Set<string>();
     for (const t of threads) {
+      listed.add(t.id);
       let row = this.rows.get(t.id);
       if (!row) {
         row = new Row(t.id, (id) => this.host.onPick(id));
@@ -248,6 +250,12 @@ export class ThreadList {
       nodes.push(row.el);
       if (this.needsLookup(t)) this.lookup(t);
     }
+    // A thread that left the list (deleted elsewhere, or past the threads
+    // listed) leaves its row and what was learned of it behind: a tab kept
+    // open for days would otherwise hold every thread it ever listed. One
+    // that comes back gets a new row, and is looked up again.
+    for (const id of this.rows.keys()) if (!listed.has(id)) this.rows.delete(id);
+    for (const id of this.learned.keys()) if (!listed.has(id) && !this.looking.has(id)) this.learned.delete(id);
     if (nodes.length === 0) nodes.push(this.empty);
     if (this.more) nodes.push(this.moreBtn);
     reconcile(this.list, nodes);

@@ -366,5 +366,9 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * alone.
  */
 function chatError(e: TetherError): TetherError {
-  return new TetherError(e.code, `${e.code}: ${e.message}`, e.status, { cause: e, ...(e.requestId ? { requestId: e.requestId } : {}) });
+  return new TetherError(e.code, `${e.code}: ${e.message}`, e.status, {
+    cause: e,
+    ...(e.requestId ? { requestId: e.requestId } : {}),
+    ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}),
+  });
 }

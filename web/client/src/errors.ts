@@ -40,14 +40,20 @@ export class TetherError extends Error {
   readonly status: number;
   /** The server's X-Request-Id, when it answered. */
   readonly requestId: string | undefined;
+  /**
+   * The answer's Retry-After in milliseconds: how long a 429 or a 503 asks
+   * to wait before sending again. Undefined when it had none (or a date).
+   */
+  readonly retryAfterMs: number | undefined;
 
   /** Makes an error; `cause` is kept as the standard `cause`. */
-  constructor(code: ErrorCode, message: string, status = 0, options?: { cause?: unknown; requestId?: string }) {
+  constructor(code: ErrorCode, message: string, status = 0, options?: { cause?: unknown; requestId?: string; retryAfterMs?: number }) {
     super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'TetherError';
     this.code = code;
     this.status = status;
     this.requestId = options?.requestId;
+    this.retryAfterMs = options?.retryAfterMs;
   }
 
   /**
@@ -75,9 +81,18 @@ export async function errorFromResponse(res: Response): Promise<TetherError> {
   } catch {
     // Not JSON (a proxy's error page): fall back to the status.
   }
-  return new TetherError(code || codeForStatus(res.status), message || `HTTP ${res.status}`, res.status, { requestId });
+  return new TetherError(code || codeForStatus(res.status), message || `HTTP ${res.status}`, res.status, {
+    requestId,
+    retryAfterMs: retryAfterMs(res),
+  });
 }
 
+/**
+ * The code of an error answer without the error body (a proxy's page): the
+ * server's code for that status; `internal` for another 5xx, `protocol` for
+ * another status (405, 418, 422). The Go and Python clients read it the
+ * same way (docs/protocol.md §1).
+ */
 function codeForStatus(status: number): string {
   switch (status) {
     case 400:

@@ -67,6 +67,42 @@ describe('REST helpers', () => {
     expect(await client.getThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'protocol' });
   });
 
+  it('give an error answer without an error body the code its status means, protocol for a 4xx without one', async () => {
+    // docs/protocol.md §1: the Go and Python clients read such answers the same way.
+    const { ff, client } = setup();
+    for (const [status, code] of [
+      [405, 'protocol'],
+      [418, 'protocol'],
+      [422, 'protocol'],
+      [404, 'not_found'],
+      [413, 'too_large'],
+      [400, 'bad_request'],
+    ] as const) {
+      ff.next(() => new Response('<html>db01.internal</html>', { status, headers: { 'content-type': 'text/html' } }));
+      const err = (await client.getThread('t1').catch((e: unknown) => e)) as TetherError;
+      expect(err, `${status}`).toMatchObject({ code, status, retryable: false });
+      expect(err.message).not.toContain('db01');
+    }
+  });
+
+  it("keep an error answer's Retry-After on the error", async () => {
+    const { ff, client } = setup();
+    for (const [status, code, header, want] of [
+      [429, 'rate_limited', '12', 12_000],
+      [503, 'unavailable', '3', 3_000],
+      [429, 'rate_limited', 'Wed, 21 Oct 2015 07:28:00 GMT', undefined],
+      [404, 'not_found', null, undefined],
+    ] as const) {
+      ff.next(() => {
+        const r = errorResponse(status, code);
+        if (header !== null) r.headers.set('retry-after', header);
+        return r;
+      });
+      const err = (await client.createRun('t1').catch((e: unknown) => e)) as TetherError;
+      expect(err, `${status} ${header}`).toMatchObject({ code, status, retryAfterMs: want });
+    }
+  });
+
   it('refuse a subscription to nothing', () => {
     const { client } = setup();
     expect(() => client.subscribe({} as never)).toThrow(TypeError);

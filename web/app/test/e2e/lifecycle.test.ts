@@ -1,11 +1,12 @@
 // A thread's life on the page, on the real binary in a real Chromium: a
 // first message the server refuses (413, 429) leaves no empty thread
 // behind, one whose outcome is unknown (503) keeps its thread to send again
-// to, and a thread deleted while open gives the tab its default title back.
+// to, a thread deleted while open gives the tab its default title back, and
+// the rows of threads that leave the list are freed.
 // Screenshots: artifacts/screenshots/12-*.png.
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { pageTests, send, shot, sleep, threadOf, waitForRunStatus, type Server } from './helpers.js';
+import { apiPost, pageTests, send, shot, sleep, threadOf, waitForRunStatus, type Server } from './helpers.js';
 
 const setup = pageTests();
 
@@ -68,7 +69,7 @@ describe('thread lifecycle', () => {
     );
     await page.getByTestId('composer-input').fill('Hello there');
     await page.getByTestId('composer-input').press('Enter');
-    await refusedFirst(page, server, 'Hello there', 'Too many requests: too many runs started: retry in 2 s. Wait a moment, then send again.');
+    await refusedFirst(page, server, 'Hello there', 'Too many requests: wait 2 s, then send again.');
     await shot(page, '12-first-run-rate-limited');
 
     await page.unroute(runs);
@@ -120,6 +121,30 @@ describe('thread lifecycle', () => {
     await page.reload();
     await expect.poll(() => page.getByTestId('pane-status').textContent(), { timeout: 10_000 }).toBe('This conversation does not exist, or it was deleted.');
     expect(await page.title()).toBe('Tether');
+    expect(errors).toEqual([]);
+  });
+
+  it('frees the rows of threads that leave the list', async () => {
+    // A tab left open for days sees threads come and go (deleted by another
+    // tab or a program): a row that left the list must be garbage, not kept
+    // for a thread that never comes back.
+    const { server, page, errors } = await setup();
+    const ids = ['keep', 'gone-1', 'gone-2', 'gone-3'];
+    for (const id of ids) await apiPost(server, '/v1/threads', { id, metadata: { title: `Thread ${id}` } });
+    await page.goto(server.url);
+    await expect.poll(() => page.getByTestId('thread-item').count(), { timeout: 10_000 }).toBe(ids.length);
+    await page.evaluate((gone) => {
+      const w = window as unknown as { leftRows: WeakRef<Element>[] };
+      w.leftRows = gone.map((id) => new WeakRef(document.querySelector(`[data-testid="thread-item"][data-thread-id="${id}"]`)!));
+    }, ids.slice(1));
+    for (const id of ids.slice(1)) expect((await fetch(`${server.url}/v1/threads/${id}`, { method: 'DELETE' })).status).toBe(204);
+    await expect.poll(() => page.getByTestId('thread-item').count(), { timeout: 10_000 }).toBe(1);
+    const cdp = await page.context().newCDPSession(page);
+    const alive = async () => {
+      await cdp.send('HeapProfiler.collectGarbage');
+      return page.evaluate(() => (window as unknown as { leftRows: WeakRef<Element>[] }).leftRows.filter((r) => r.deref() !== undefined).length);
+    };
+    await expect.poll(alive, { timeout: 5000 }).toBe(0);
     expect(errors).toEqual([]);
   });
 });

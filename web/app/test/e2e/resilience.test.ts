@@ -42,6 +42,58 @@ describe('resilience', () => {
     expect(errors).toEqual([]);
   });
 
+  it('a run aborted by a restart, handed back again to a resend of its lost answer, can be retried as a new run', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0`);
+    const tid = await send(page, 'First');
+    await waitForRunStatus(page, 'done');
+    // The next run is made, its answer is lost on the way back, and the
+    // server is killed under it: on restart the run is aborted.
+    const keys: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && /\/v1\/threads\/[^/]+\/runs$/.test(new URL(r.url()).pathname)) keys.push(r.headers()['idempotency-key'] ?? '');
+    });
+    await page.route('**/v1/threads/*/runs', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    await page.getByTestId('composer-input').fill('Long answer, please');
+    await page.locator('[data-testid="options"] summary').click();
+    await page.getByTestId('opt-tokens').fill('150');
+    await page.getByTestId('opt-delay').fill('30');
+    await page.getByTestId('send').click();
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 10_000 }).toContain('Could not reach the server');
+    await page.unroute('**/v1/threads/*/runs');
+    await server.restart(); // kill -9, then up again on the same data
+    await waitForRunStatus(page, 'aborted');
+
+    // Sent again, with the same key (its run may exist): the server hands
+    // back the aborted run, and the message has left the box.
+    await page.getByTestId('composer-input').press('Enter');
+    await expect.poll(() => page.getByTestId('composer-input').inputValue(), { timeout: 10_000 }).toBe('');
+    expect(keys.length).toBe(2);
+    expect(keys[1]).toBe(keys[0]);
+    expect((await snapshot(server, tid)).runs.map((r) => r.status)).toEqual(['done', 'aborted']);
+
+    // Retry: the same message as a new run, with a key of its own.
+    const retry = page.locator('[data-testid="run"]').last().getByTestId('run-retry');
+    await retry.waitFor();
+    expect(await page.locator('[data-testid="run-retry"]:visible').count()).toBe(1); // on the last run only
+    await shot(page, '13-aborted-run-retry');
+    await retry.click();
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(3);
+    expect(keys.length).toBe(3);
+    expect(keys[2]).not.toBe(keys[0]);
+    await waitForRunStatus(page, 'done');
+    const snap = await snapshot(server, tid);
+    expect(snap.runs.map((r) => r.status)).toEqual(['done', 'aborted', 'done']);
+    const users = await page.locator('[data-testid="message"][data-role="user"] .parts').allInnerTexts();
+    expect(users.map((t) => t.trim())).toEqual(['First', 'Long answer, please', 'Long answer, please']);
+    expect(await page.locator('[data-testid="run-retry"]:visible').count()).toBe(0); // the last run is done
+    expect(errors).toEqual([]);
+  });
+
   it('two tabs send to the same thread at once: one run, the other tab keeps its message and says why', async () => {
     const { server, page, context, errors } = await setup();
     await page.goto(`${server.url}/?tokens=30&delay_ms=20`);

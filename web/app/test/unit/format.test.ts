@@ -133,4 +133,15 @@ describe('errorText', () => {
     expect(errorText(new TetherError('rate_limited', 'too many runs started: retry in 1s', 429))).toBe('Too many requests: too many runs started: retry in 1s. Wait a moment, then send again.');
     expect(errorText(new TetherError('quota_exceeded', 'the monthly runs are used up.', 429))).toBe('Quota used up: the monthly runs are used up.');
   });
+
+  it("says how long to wait when the answer's Retry-After says", () => {
+    const limited = (ms: number) => new TetherError('rate_limited', 'too many runs started: retry in 12s', 429, { retryAfterMs: ms });
+    expect(errorText(limited(12_000))).toBe('Too many requests: wait 12 s, then send again.');
+    expect(errorText(limited(1_000))).toBe('Too many requests: wait 1 s, then send again.');
+    expect(errorText(limited(0))).toBe('Too many requests: send again now.');
+    expect(errorText(limited(150_000))).toBe('Too many requests: wait 2 min 30 s, then send again.');
+    expect(errorText(limited(120_000))).toBe('Too many requests: wait 2 min, then send again.');
+    const busy = new TetherError('unavailable', 'too many large bodies at once', 503, { retryAfterMs: 3_000 });
+    expect(errorText(busy)).toBe('The server is busy (too many large bodies at once): wait 3 s, then send again.');
+  });
 });
