@@ -105,6 +105,13 @@ func (p *Projector) flush() []Frame {
 	return out
 }
 
+// RunOpen reports whether an AG-UI run is open on the stream: its
+// RUN_STARTED projected, or folded (a stream resumed from a cursor, or
+// from the state Load or Join set), and its end not. A stream the server
+// ends while one is open must end it (RUN_ERROR), whether or not that
+// stream sent its RUN_STARTED.
+func (p *Projector) RunOpen() bool { return p.seg != nil }
+
 // open reports whether the AG-UI run open on the stream is run's.
 func (p *Projector) open(run string) bool { return p.seg != nil && p.seg.run == run }
 

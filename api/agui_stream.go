@@ -106,7 +106,6 @@ type aguiWriter struct {
 	done    func()
 	unwatch func()
 	exp     time.Time // the token's exp, where the stream is cut; zero: never
-	open    bool      // an AG-UI run is open: RUN_STARTED sent, its end not
 	ended   bool      // once: the AG-UI run served has ended
 	reset   bool      // the server cut the stream: reset, not closed cleanly
 }
@@ -153,12 +152,10 @@ func (st *aguiWriter) add(frames []agui.Frame) bool {
 		}
 		switch t := fr.Event.Type(); {
 		case t == agui.RunStarted:
-			st.open = true
 			if st.req.runID != "" {
 				fr.Event["runId"] = st.req.runID
 			}
 		case fr.Terminal():
-			st.open = false
 			st.ended = st.req.once
 			if st.req.runID != "" && t == agui.RunFinished {
 				fr.Event["runId"] = st.req.runID
@@ -196,7 +193,10 @@ func (st *aguiWriter) run(ctx context.Context) {
 			case errors.Is(err, io.EOF):
 				// A run subscription past its run's end: nothing more.
 			case errors.Is(err, hub.ErrClosed) && !s.stopped():
-				if st.open {
+				// The projector knows whether the client has a run open,
+				// also one whose RUN_STARTED this stream did not send (a
+				// join from a cursor or from the tail, mid-run).
+				if st.req.proj.RunOpen() {
 					st.f.add(agui.Frame{Event: agui.Event{"type": agui.RunError, "code": "thread_deleted",
 						"message": "The thread was deleted."}, Offset: sub.Scanned(), Last: true}.SSE())
 				}

@@ -209,7 +209,11 @@ func keyOf(r *http.Request) Key {
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt.queryToken {
-			r = queryToken(r)
+			var err error
+			if r, err = queryToken(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 		}
 		if err := s.crossOrigin(r); err != nil {
 			s.writeError(w, r, err)

@@ -43,20 +43,27 @@ const (
 // echoed. Other routes do not accept it: a token in a URL can end up in
 // proxy logs and browser history, so it is taken only where there is no
 // other way. Use TLS, and a client-role token, in browsers.
-func queryToken(r *http.Request) *http.Request {
+//
+// Given more than once it is a bad request (as a repeated subscription
+// parameter is, singleParams): which one the server would take is not for
+// the client to guess. Every copy is removed from the URL all the same.
+func queryToken(r *http.Request) (*http.Request, error) {
 	q := r.URL.Query()
 	if !q.Has("access_token") {
-		return r
+		return r, nil
 	}
-	tok := q.Get("access_token")
+	toks := q["access_token"]
 	q.Del("access_token")
 	r = r.Clone(r.Context())
 	r.URL.RawQuery = q.Encode()
 	r.RequestURI = r.URL.RequestURI()
-	if r.Header.Get("Authorization") == "" && tok != "" {
-		r.Header.Set("Authorization", "Bearer "+tok)
+	if len(toks) > 1 {
+		return r, tether.Errorf(tether.CodeBadRequest, "access_token is given more than once")
 	}
-	return r
+	if r.Header.Get("Authorization") == "" && toks[0] != "" {
+		r.Header.Set("Authorization", "Bearer "+toks[0])
+	}
+	return r, nil
 }
 
 // websocket serves GET /v1/ws. Auth (by guard) and the origin check

@@ -68,6 +68,12 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 	// position before it there (where a cursor that reads it again
 	// starts).
 	seg, prev := c.i, p
+	// whole is the read as of the end of the last whole append read: where
+	// the bound ends it. An append stored in pieces (Options.ChunkBytes)
+	// ends with its last piece, so a bounded answer never ends inside one
+	// (mid-character for a text stream; at a position where a fork would
+	// take part of the append).
+	whole := catchUpMark{next: p}
 	for {
 		recs, done, err := pg.next(ctx, s, c)
 		if err != nil {
@@ -78,14 +84,15 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 		}
 		own := c.i == len(src.segs)-1
 		for _, r := range recs {
-			n, err := src.chunkSize(r)
+			n, continues, err := src.chunkSize(r)
 			if err != nil {
 				return nil, unreadable(err)
 			}
-			if cu.Bytes+n > s.opts.CatchUpBytes && next != p {
-				// The bound: stop at the last whole append within it.
-				cu.Next = wire(next)
-				cu.end = next
+			if cu.Bytes+n > s.opts.CatchUpBytes && whole.next != p {
+				// The bound: stop at the last whole append within it
+				// (the first append is returned whole, whatever its
+				// size).
+				whole.restore(cu)
 				return cu, nil
 			}
 			if buffering && cu.Bytes+n > int64(s.opts.ReadBytes) && next != p {
@@ -112,6 +119,10 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 			if r.Type == EventClose && src.v != nil && own {
 				sawClose = true
 			}
+			if !continues {
+				whole = catchUpMark{next: next, chunks: cu.Chunks, bytes: cu.Bytes, head: len(cu.head),
+					rest: cu.rest, restChunks: cu.restChunks, restBytes: cu.restBytes}
+			}
 		}
 		if done {
 			break
@@ -120,6 +131,26 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 	cu.Next, cu.end, cu.UpToDate = wire(next), next, true
 	cu.Closed = sawClose || src.closed && next == src.tail
 	return cu, nil
+}
+
+// catchUpMark is a CatchUp as of a position it read: where a bounded read
+// goes back to.
+type catchUpMark struct {
+	next         position
+	chunks, head int
+	bytes        int64
+	rest         *cursor
+	restChunks   int
+	restBytes    int64
+}
+
+// restore ends cu at the mark: what it read after it is not part of the
+// answer (Each reads no further than cu.end).
+func (m catchUpMark) restore(cu *CatchUp) {
+	cu.Next, cu.end = wire(m.next), m.next
+	cu.Chunks, cu.Bytes = m.chunks, m.bytes
+	cu.head = cu.head[:m.head]
+	cu.rest, cu.restChunks, cu.restBytes = m.rest, m.restChunks, m.restBytes
 }
 
 // Each calls fn with the data of the read, in order, in chunks, a page of
@@ -217,18 +248,23 @@ func (src *source) chunk(r *tether.Record) ([]byte, error) {
 }
 
 // chunkSize returns the size of what chunk returns, without decoding
-// bytes.
-func (src *source) chunkSize(r *tether.Record) (int64, error) {
-	if src.v != nil && r.Type == EventData && !src.jsonMode {
-		d, err := eventData(r)
-		if err != nil {
-			return 0, err
-		}
+// bytes, and whether the record is a piece of an append that continues in
+// the next one (statusContinues).
+func (src *source) chunkSize(r *tether.Record) (int64, bool, error) {
+	if src.v == nil || r.Type != EventData {
+		c, err := src.chunk(r)
+		return int64(len(c)), false, err
+	}
+	d, continues, err := eventPiece(r)
+	if err != nil {
+		return 0, false, err
+	}
+	if !src.jsonMode {
 		n, err := decodedLen(r, d)
-		return int64(n), err
+		return int64(n), continues, err
 	}
 	c, err := src.chunk(r)
-	return int64(len(c)), err
+	return int64(len(c)), continues, err
 }
 
 func unreadable(err error) error {

@@ -231,3 +231,75 @@ func TestCatchUpStreamDeletedMidway(t *testing.T) {
 		t.Fatal("each over a stream created again succeeded")
 	}
 }
+
+// TestCatchUpBoundAtWholeAppends: past CatchUpBytes (10 here) a catch-up
+// ends at the end of an append, never between the pieces (ChunkBytes, 4)
+// of a large one, which it returns whole even over the bound; from a
+// position inside an append (a live read's, a page of one piece here) it
+// ends at that append's end at the earliest. Whatever it kept in memory
+// (ReadBytes 1: the first piece; 1,000: all) and read again, Each
+// delivers what it announced. Byte and JSON streams alike.
+func TestCatchUpBoundAtWholeAppends(t *testing.T) {
+	for _, tc := range []struct {
+		ct      string
+		appends []string
+	}{
+		{"text/plain", []string{"0123", "€€€€", "xy", "ab", "cdefghijklmnop", "q"}},
+		{"application/json", []string{`"a"`, `["bb","cc","dd","ee"]`, `[1,2]`, `3`, `["ffff","gggg","hhhh"]`}},
+	} {
+		for _, rb := range []int{1, 1000} {
+			e := newEnv(t, streams.Options{ReadBytes: rb, ChunkBytes: 4, CatchUpBytes: 10})
+			e.create(streams.CreateRequest{Path: "s", ContentType: tc.ct})
+			ends := map[string]bool{}
+			for _, a := range tc.appends {
+				ends[e.append("s", tc.ct, a).Tail] = true
+			}
+			positions := []string{"-1"}
+			for off := "-1"; ; {
+				r, err := e.svc.Read(ctxT(t), "s", off)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.UpToDate && len(r.Items) == 0 {
+					break
+				}
+				positions = append(positions, r.Next)
+				off = r.Next
+			}
+			for _, from := range positions {
+				var got [][]byte
+				off := from
+				for n := 0; ; n++ {
+					cu, items := e.catchUp("s", off)
+					got = append(got, items...)
+					if !ends[cu.Next] {
+						t.Fatalf("%s (ReadBytes %d) from %s: answer %d ends at %s, not at the end of an append", tc.ct, rb, from, n, cu.Next)
+					}
+					if cu.UpToDate {
+						break
+					}
+					off = cu.Next
+				}
+				sep := []byte(nil)
+				if tc.ct == "application/json" {
+					sep = []byte(",") // chunks and messages alike are joined by commas
+				}
+				var want [][]byte
+				for off := from; ; {
+					r, err := e.svc.Read(ctxT(t), "s", off)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, r.Items...)
+					if r.UpToDate {
+						break
+					}
+					off = r.Next
+				}
+				if g, w := bytes.Join(got, sep), bytes.Join(want, sep); !bytes.Equal(g, w) {
+					t.Fatalf("%s (ReadBytes %d) from %s: %q, want %q", tc.ct, rb, from, g, w)
+				}
+			}
+		}
+	}
+}

@@ -126,3 +126,51 @@ func TestHTTPCatchUpBound(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPCatchUpBoundAtWholeAppends: a large append is stored in pieces
+// (ChunkBytes, 4 bytes here); past the bound (10 bytes) a catch-up ends at
+// the last whole append, never between two pieces of one, and an append
+// larger than the bound is returned whole. It ended at the last piece
+// within the bound: a text stream's answer then ended inside a character
+// ("€", 3 bytes, cut after its first), so each of two answers decoded
+// with a replacement character, and its Stream-Next-Offset named a
+// position inside the append, where a fork took half of it.
+func TestHTTPCatchUpBoundAtWholeAppends(t *testing.T) {
+	s := newServerWith(t, streams.Options{ChunkBytes: 4, CatchUpBytes: 10}, wake.Options{}, durablestreams.Options{})
+	s.do("PUT", "t", "", "Content-Type", "text/plain; charset=utf-8")
+	appends := []string{"0123", "€€€€", "xy", "ab"}
+	var tails []string
+	for _, a := range appends {
+		resp, body := s.do("POST", "t", a, "Content-Type", "text/plain; charset=utf-8")
+		s.want(resp, body, 204)
+		tails = append(tails, resp.Header.Get("Stream-Next-Offset"))
+	}
+	// read reads a stream to its tail, an answer at a time.
+	read := func(path string) (bodies, ends []string) {
+		for off := "-1"; len(bodies) < 10; {
+			resp, body := s.do("GET", path+"?offset="+off, "")
+			s.want(resp, body, 200)
+			bodies = append(bodies, body)
+			off = resp.Header.Get("Stream-Next-Offset")
+			ends = append(ends, off)
+			if resp.Header.Get("Stream-Up-To-Date") == "true" {
+				break
+			}
+		}
+		return bodies, ends
+	}
+	bodies, ends := read("t")
+	want := []string{"0123", "€€€€", "xyab"}
+	if strings.Join(bodies, "|") != strings.Join(want, "|") || strings.Join(ends, " ") != strings.Join([]string{tails[0], tails[1], tails[3]}, " ") {
+		t.Fatalf("answers %q ending at %v; want %q ending at the appends' ends %v", bodies, ends, want, tails)
+	}
+	// A fork at every offset handed out holds whole appends.
+	for i, off := range ends {
+		f := fmt.Sprintf("f%d", i)
+		resp, body := s.do("PUT", f, "", "Content-Type", "text/plain; charset=utf-8", "Stream-Forked-From", durablestreams.Prefix+"t", "Stream-Fork-Offset", off)
+		s.want(resp, body, 201)
+		if got, _ := read(f); strings.Join(got, "") != strings.Join(want[:i+1], "") {
+			t.Fatalf("fork at %s: %q", off, got)
+		}
+	}
+}
