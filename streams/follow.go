@@ -111,7 +111,7 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 				f.deleted = true
 				break
 			}
-			items, err := f.src.items(r)
+			items, _, err := f.src.piece(r)
 			if err != nil {
 				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
 			}
