@@ -68,11 +68,9 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 	// position before it there (where a cursor that reads it again
 	// starts).
 	seg, prev := c.i, p
-	// whole is the read as of the end of the last whole append read: where
-	// the bound ends it. An append stored in pieces (Options.ChunkBytes)
-	// ends with its last piece, so a bounded answer never ends inside one
-	// (mid-character for a text stream; at a position where a fork would
-	// take part of the append).
+	// whole is the read as of the end of the last whole append read:
+	// where the bound ends it (see appendBound).
+	bound := appendBound{max: s.opts.CatchUpBytes}
 	whole := catchUpMark{next: p}
 	for {
 		recs, done, err := pg.next(ctx, s, c)
@@ -88,10 +86,7 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 			if err != nil {
 				return nil, unreadable(err)
 			}
-			if cu.Bytes+n > s.opts.CatchUpBytes && whole.next != p {
-				// The bound: stop at the last whole append within it
-				// (the first append is returned whole, whatever its
-				// size).
+			if !bound.fits(n) {
 				whole.restore(cu)
 				return cu, nil
 			}
@@ -119,7 +114,7 @@ func (s *Service) CatchUp(ctx context.Context, path, offset string) (*CatchUp, e
 			if r.Type == EventClose && src.v != nil && own {
 				sawClose = true
 			}
-			if !continues {
+			if bound.add(n, continues) {
 				whole = catchUpMark{next: next, chunks: cu.Chunks, bytes: cu.Bytes, head: len(cu.head),
 					rest: cu.rest, restChunks: cu.restChunks, restBytes: cu.restBytes}
 			}

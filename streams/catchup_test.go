@@ -60,17 +60,20 @@ func TestCatchUpReadsToTheTail(t *testing.T) {
 	e.append("l2", "text/plain", "EEEEE")
 	whole := "AAAABBBBBBBBBBCCDDDEEEEE"
 
+	// Every position of l2, each piece of a large append's included: what
+	// each log holds of it.
 	positions := []string{"-1"}
-	for off := "-1"; ; {
-		r, err := e.svc.Read(ctxT(t), "l2", off) // ReadBytes 1: one event a page
+	for _, sg := range []struct {
+		log string
+		n   int
+	}{{"ds:l0", 4}, {"ds:l1", 1}, {"ds:l2", 3}} {
+		recs, err := e.st.ReadEvents(ctxT(t), sg.log, "", sg.n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.UpToDate && len(r.Items) == 0 {
-			break
+		for _, r := range recs {
+			positions = append(positions, string(r.Offset))
 		}
-		positions = append(positions, r.Next)
-		off = r.Next
 	}
 	if len(positions) != 9 {
 		t.Fatalf("%d positions: %v", len(positions), positions)
@@ -235,8 +238,8 @@ func TestCatchUpStreamDeletedMidway(t *testing.T) {
 // TestCatchUpBoundAtWholeAppends: past CatchUpBytes (10 here) a catch-up
 // ends at the end of an append, never between the pieces (ChunkBytes, 4)
 // of a large one, which it returns whole even over the bound; from a
-// position inside an append (a live read's, a page of one piece here) it
-// ends at that append's end at the earliest. Whatever it kept in memory
+// position inside an append (every piece's is a position) it ends at that
+// append's end at the earliest. Whatever it kept in memory
 // (ReadBytes 1: the first piece; 1,000: all) and read again, Each
 // delivers what it announced. Byte and JSON streams alike.
 func TestCatchUpBoundAtWholeAppends(t *testing.T) {
@@ -254,17 +257,13 @@ func TestCatchUpBoundAtWholeAppends(t *testing.T) {
 			for _, a := range tc.appends {
 				ends[e.append("s", tc.ct, a).Tail] = true
 			}
-			positions := []string{"-1"}
-			for off := "-1"; ; {
-				r, err := e.svc.Read(ctxT(t), "s", off)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.UpToDate && len(r.Items) == 0 {
-					break
-				}
-				positions = append(positions, r.Next)
-				off = r.Next
+			positions := []string{"-1"} // and every piece's
+			recs, err := e.st.ReadEvents(ctxT(t), "ds:s", "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				positions = append(positions, string(r.Offset))
 			}
 			for _, from := range positions {
 				var got [][]byte

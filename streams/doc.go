@@ -80,10 +80,11 @@
 // restart. A restart may so lengthen a TTL, never shorten one.
 //
 // Offsets are positions between whole events: a read returns whole
-// appends (or whole chunks of a large one), and an offset that is not a
-// position of the stream (from another stream, or a stream deleted and
-// created again) is refused (410 before the tail, 400 past it), never
-// answered with a guess.
+// appends (one over Options.ChunkBytes is stored in pieces, each a
+// position, but no read, catch-up or live, ends between them), and an
+// offset that is not a position of the stream (from another stream, or a
+// stream deleted and created again) is refused (410 before the tail, 400
+// past it), never answered with a guess.
 //
 // A catch-up read (CatchUp) reaches the tail in one answer, up to
 // Options.CatchUpBytes, holding only about Options.ReadBytes in memory:

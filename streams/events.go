@@ -48,15 +48,10 @@ type record struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-// decodeItems returns the items a record holds: JSON messages (raw) for a
-// JSON stream, else one byte slice. Close events hold none.
-func decodeItems(r *tether.Record, jsonMode bool) ([][]byte, error) {
-	items, _, err := decodePiece(r, jsonMode)
-	return items, err
-}
-
-// decodePiece returns what decodeItems does, and whether the record is a
-// piece of an append that continues in the next event of its log.
+// decodePiece returns the items a record holds: JSON messages (raw) for a
+// JSON stream, else one byte slice; close events hold none. It also
+// returns whether the record is a piece of an append that continues in the
+// next event of its log.
 func decodePiece(r *tether.Record, jsonMode bool) (items [][]byte, continues bool, err error) {
 	if r.Type != EventData {
 		return nil, false, nil

@@ -22,7 +22,8 @@ type Follower struct {
 type Batch struct {
 	// Items are JSON messages (JSON streams, thread logs) or byte chunks.
 	Items [][]byte
-	// Next is the offset after them.
+	// Next is the offset after them: the end of an append, never a
+	// position between the pieces of a large one.
 	Next string
 	// Closed says the stream was closed: nothing follows.
 	Closed bool
@@ -74,6 +75,13 @@ func (f *Follower) TryNext(ctx context.Context) (*Batch, error) {
 }
 
 func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
+	b := &Batch{}
+	// partial says b ends with a piece of an append that continues
+	// (statusContinues): a batch ends at a whole append, as a Read does
+	// (see appendBound), never where the hub's page of the log or its
+	// buffer did. The rest was committed with the piece, so it is already
+	// queued or in the log: reading on does not wait for an append.
+	partial := false
 	for {
 		if f.deleted {
 			return nil, errorf(CodeNotFound, "the stream was deleted")
@@ -82,7 +90,7 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 			recs []*tether.Record
 			err  error
 		)
-		if wait {
+		if wait || partial {
 			recs, err = f.sub.Next(ctx)
 		} else {
 			recs, err = f.sub.TryNext(ctx)
@@ -103,7 +111,6 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 		case len(recs) == 0:
 			return nil, nil
 		}
-		b := &Batch{}
 		for _, r := range recs {
 			if r.Type == EventDeleted && f.src.v != nil {
 				// Deleted (maybe on another node): what came before it is
@@ -111,17 +118,17 @@ func (f *Follower) next(ctx context.Context, wait bool) (*Batch, error) {
 				f.deleted = true
 				break
 			}
-			items, err := f.src.items(r)
+			items, continues, err := f.src.piece(r)
 			if err != nil {
-				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
+				return nil, unreadable(err)
 			}
 			b.Items = append(b.Items, items...)
-			f.pos = r.Offset
+			f.pos, partial = r.Offset, continues
 			if r.Type == EventClose && f.src.v != nil {
 				b.Closed = true
 			}
 		}
-		if f.deleted && len(b.Items) == 0 && !b.Closed {
+		if partial && !f.deleted || f.deleted && len(b.Items) == 0 && !b.Closed {
 			continue
 		}
 		b.Next = wire(f.pos)

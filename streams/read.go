@@ -248,12 +248,13 @@ func (s *Service) openThread(ctx context.Context, path, tid string) (*source, er
 		info: Info{Path: path, ContentType: "application/json", Tail: wire(tail), Created: rec.Thread.CreatedAt.Time, ReadOnly: true}}, nil
 }
 
-// items returns what a record holds for a reader of src.
-func (src *source) items(r *tether.Record) ([][]byte, error) {
+// piece returns what a record holds for a reader of src, and whether it
+// is a piece of an append that continues in the next record.
+func (src *source) piece(r *tether.Record) ([][]byte, bool, error) {
 	if src.v == nil {
-		return [][]byte{r.Data}, nil
+		return [][]byte{r.Data}, false, nil
 	}
-	return decodeItems(r, src.jsonMode)
+	return decodePiece(r, src.jsonMode)
 }
 
 // Head describes a stream without reading it (and without extending its
@@ -283,7 +284,11 @@ type ReadResult struct {
 
 // Read returns data of a stream from offset: "-1" (or empty) for the
 // start, "now" for the tail (no data), or an offset a previous read or
-// append returned. A read extends the stream's TTL. It returns not_found
+// append returned. It returns the data up to the tail, or up to the end
+// of the last whole append within Options.ReadBytes (a page; the first
+// append whole, whatever its size; from a position inside an append, its
+// rest), never a part of an append (see appendBound): Next is never a
+// position inside one. A read extends the stream's TTL. It returns not_found
 // for an unknown stream, gone for a deleted one (forks still read it) or an
 // offset that is not a position of the stream, bad_request for a
 // malformed offset or one past the tail.
@@ -297,8 +302,17 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 		res.Next, res.UpToDate, res.Closed = wire(src.tail), true, src.closed
 		return res, nil
 	}
-	p := c.after
-	next, size, sawClose := p, 0, false
+	// A read ends at the last whole append within Options.ReadBytes
+	// (appendBound): mark is the read as of the end of the last whole
+	// append read.
+	type readMark struct {
+		items    int
+		next     position
+		sawClose bool
+	}
+	next, sawClose := c.after, false
+	bound := appendBound{max: int64(s.opts.ReadBytes)}
+	mark := readMark{next: next}
 	pg := pager{max: s.opts.ReadBytes}
 	for {
 		recs, done, err := pg.next(ctx, s, c)
@@ -308,21 +322,31 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 		own := c.i == len(src.segs)-1
 		stopped := false
 		for i, r := range recs {
-			items, err := src.items(r)
+			items, continues, err := src.piece(r)
 			if err != nil {
-				return nil, &Error{Code: CodeUnavailable, Message: "a stored event is unreadable", cause: err}
+				return nil, unreadable(err)
 			}
+			n := int64(0)
 			for _, it := range items {
-				size += len(it)
+				n += int64(len(it))
+			}
+			if !bound.fits(n) {
+				clear(res.Items[mark.items:])
+				res.Items, next, sawClose = res.Items[:mark.items], mark.next, mark.sawClose
+				stopped = true
+				break
 			}
 			res.Items = append(res.Items, items...)
 			next = r.Offset
 			if r.Type == EventClose && src.v != nil && own {
 				sawClose = true
 			}
-			if size >= s.opts.ReadBytes && i < len(recs)-1 {
-				stopped = true
-				break
+			if bound.add(n, continues) {
+				mark = readMark{items: len(res.Items), next: next, sawClose: sawClose}
+				if bound.full() && (i < len(recs)-1 || !done) {
+					stopped = true
+					break
+				}
 			}
 		}
 		if stopped {
@@ -330,9 +354,6 @@ func (s *Service) Read(ctx context.Context, path, offset string) (*ReadResult, e
 		}
 		if done {
 			res.UpToDate = true
-			break
-		}
-		if size >= s.opts.ReadBytes {
 			break
 		}
 	}

@@ -26,9 +26,10 @@ type Options struct {
 	// ChunkBytes bounds the data of one stored event; a larger append is
 	// stored as several events, committed together. Defaults to 256 KiB.
 	ChunkBytes int
-	// ReadBytes is about the most data one Read returns (at least one
-	// event is always returned; live reads page by it), and about what a
-	// CatchUp holds in memory at a time. Defaults to 1 MiB.
+	// ReadBytes is the most data one Read returns (live reads page by
+	// it): it ends at the last whole append within it, and one larger
+	// append is returned whole. It is also about what a CatchUp holds in
+	// memory at a time. Defaults to 1 MiB.
 	ReadBytes int
 	// CatchUpBytes bounds the data of one CatchUp (a catch-up answer): it
 	// ends at the last whole append within the bound (at least one is

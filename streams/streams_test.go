@@ -84,6 +84,9 @@ func TestCreateAppendRead(t *testing.T) {
 	wantCode(t, err, streams.CodeBadRequest)
 }
 
+// TestLargeAppendIsChunked: an append over ChunkBytes is stored as
+// several events, and read whole: a page (ReadBytes) ends at the last
+// whole append within it, and an append larger than a page is one page.
 func TestLargeAppendIsChunked(t *testing.T) {
 	e := newEnv(t, streams.Options{ChunkBytes: 1000, ReadBytes: 2500})
 	e.create(streams.CreateRequest{Path: "big", ContentType: "application/octet-stream"})
@@ -91,10 +94,16 @@ func TestLargeAppendIsChunked(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i)
 	}
-	e.append("big", "application/octet-stream", string(data))
-	// Pages of about ReadBytes, each ending at a position.
-	got, pages, off := []byte{}, 0, "-1"
-	for {
+	var ends []string
+	for _, a := range [][]byte{data, data[:1000], data[:1000], data[:1000]} {
+		ends = append(ends, e.append("big", "application/octet-stream", string(a)).Tail)
+	}
+	if recs, err := e.st.ReadEvents(ctxT(t), "ds:big", "", 100); err != nil || len(recs) != 14 {
+		t.Fatalf("%d events stored: %v", len(recs), err)
+	}
+	var got []byte
+	var pages []string
+	for off := "-1"; ; {
 		res, err := e.svc.Read(ctxT(t), "big", off)
 		if err != nil {
 			t.Fatal(err)
@@ -102,14 +111,15 @@ func TestLargeAppendIsChunked(t *testing.T) {
 		for _, it := range res.Items {
 			got = append(got, it...)
 		}
-		pages++
 		off = res.Next
+		pages = append(pages, off)
 		if res.UpToDate {
 			break
 		}
 	}
-	if string(got) != string(data) || pages < 4 {
-		t.Fatalf("read %d bytes in %d pages", len(got), pages)
+	want := string(data) + string(data[:1000]) + string(data[:1000]) + string(data[:1000])
+	if string(got) != want || strings.Join(pages, " ") != strings.Join([]string{ends[0], ends[2], ends[3]}, " ") {
+		t.Fatalf("read %d bytes in pages ending at %v; want %d in pages ending at %v", len(got), pages, len(want), ends)
 	}
 }
 

@@ -2,11 +2,13 @@ package durablestreams_test
 
 import (
 	"context"
+	b64 "encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api/durablestreams"
@@ -171,6 +173,109 @@ func TestHTTPCatchUpBoundAtWholeAppends(t *testing.T) {
 		s.want(resp, body, 201)
 		if got, _ := read(f); strings.Join(got, "") != strings.Join(want[:i+1], "") {
 			t.Fatalf("fork at %s: %q", off, got)
+		}
+	}
+}
+
+// TestHTTPLiveReadsAtWholeAppends: a long poll or an SSE response sends
+// what is ready in pages (ReadBytes, 10 bytes here) that end at whole
+// appends, never between the pieces (ChunkBytes, 4) a large append is
+// stored in; an append larger than a page is sent whole. Pages were cut
+// between pieces: a text stream's page ended inside a character ("€", 3
+// bytes), so a long-poll answer or an SSE data event held half of one,
+// which clients decode as a replacement character, and every stream's
+// Stream-Next-Offset (or streamNextOffset) named a position inside an
+// append, where a fork holds half of it and a reader that stops has half
+// a message. Text, JSON and binary (base64 in SSE) streams alike.
+func TestHTTPLiveReadsAtWholeAppends(t *testing.T) {
+	s := newServerWith(t, streams.Options{ChunkBytes: 4, ReadBytes: 10}, wake.Options{}, durablestreams.Options{})
+	for _, tc := range []struct {
+		ct      string
+		appends []string
+		want    string // what the whole stream reads as: its bytes, or its messages joined by commas
+	}{
+		{"text/plain; charset=utf-8", []string{"0123", "€€€€", "xy", "ab", "€€€€€€€€", "c"}, "0123€€€€xyab€€€€€€€€c"},
+		{"application/octet-stream", []string{"0123", "€€€€", "xy", "ab", "€€€€€€€€", "c"}, "0123€€€€xyab€€€€€€€€c"},
+		{"application/json", []string{`"a"`, `["bb","cc","dd","ee"]`, `[1,2]`, `["ffff","gggg","hhhh"]`}, `"a","bb","cc","dd","ee",1,2,"ffff","gggg","hhhh"`},
+	} {
+		path := strings.NewReplacer("/", "-", ";", "", " ", "", "=", "-").Replace(tc.ct)
+		resp, body := s.do("PUT", path, "", "Content-Type", tc.ct)
+		s.want(resp, body, 201)
+		ends := map[string]bool{}
+		for _, a := range tc.appends {
+			resp, body := s.do("POST", path, a, "Content-Type", tc.ct)
+			s.want(resp, body, 204)
+			ends[resp.Header.Get("Stream-Next-Offset")] = true
+		}
+		resp, body = s.do("POST", path, "", "Stream-Closed", "true") // so that reads end
+		s.want(resp, body, 204)
+		ends[resp.Header.Get("Stream-Next-Offset")] = true
+		jsonMode := tc.ct == "application/json"
+		// page checks one page of data: it decodes on its own, and ends
+		// at the end of an append.
+		page := func(how, data, next string) string {
+			t.Helper()
+			if !ends[next] {
+				t.Fatalf("%s %s: a page %q ends at %s, inside an append", tc.ct, how, data, next)
+			}
+			if jsonMode {
+				var msgs []json.RawMessage
+				if err := json.Unmarshal([]byte(data), &msgs); err != nil {
+					t.Fatalf("%s %s: page %q: %v", tc.ct, how, data, err)
+				}
+				return strings.TrimSuffix(strings.TrimPrefix(data, "["), "]")
+			}
+			if strings.HasPrefix(tc.ct, "text/") && !utf8.ValidString(data) {
+				t.Fatalf("%s %s: page %q ends inside a character", tc.ct, how, data)
+			}
+			return data
+		}
+		join := func(parts []string) string {
+			if jsonMode {
+				return strings.Join(parts, ",")
+			}
+			return strings.Join(parts, "")
+		}
+
+		// Long polls, from the start to the close.
+		var got []string
+		for off := "-1"; len(got) < 20; {
+			resp, body := s.do("GET", path+"?offset="+off+"&live=long-poll", "")
+			if resp.StatusCode == 204 && resp.Header.Get("Stream-Closed") == "true" {
+				break
+			}
+			s.want(resp, body, 200)
+			off = resp.Header.Get("Stream-Next-Offset")
+			got = append(got, page("long poll", body, off))
+		}
+		if join(got) != tc.want {
+			t.Fatalf("%s long polls: %q, want %s", tc.ct, got, tc.want)
+		}
+
+		// SSE, from the start to the close.
+		evs, resp := sseEvents(t, s.URL+durablestreams.Prefix+path+"?offset=-1&live=sse", 100)
+		base64 := resp.Header.Get("Stream-SSE-Data-Encoding") == "base64"
+		got = got[:0]
+		for i := 0; i+1 < len(evs); i += 2 {
+			if evs[i][0] != "data" || evs[i+1][0] != "control" {
+				t.Fatalf("%s SSE events %q", tc.ct, evs)
+			}
+			data := evs[i][1]
+			if base64 {
+				b, err := b64.StdEncoding.DecodeString(data)
+				if err != nil {
+					t.Fatalf("%s SSE data %q: %v", tc.ct, data, err)
+				}
+				data = string(b)
+			}
+			var c struct{ StreamNextOffset string }
+			if err := json.Unmarshal([]byte(evs[i+1][1]), &c); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page("SSE", data, c.StreamNextOffset))
+		}
+		if join(got) != tc.want {
+			t.Fatalf("%s SSE: %q, want %s", tc.ct, got, tc.want)
 		}
 	}
 }
