@@ -150,11 +150,9 @@ func (r *Runner) claimLoop() {
 				// The store may be unavailable for a while (a JetStream
 				// cluster without quorum): keep trying, less often, so
 				// that runs start again once it is back.
-				pause = min(max(2*pause, claimPause), maxClaimPause)
+				pause = nextPause(pause)
 				r.log.Error("claim", "err", err, "retry_in", pause)
-				select {
-				case <-time.After(pause):
-				case <-r.ctx.Done():
+				if !sleep(r.ctx, pause) {
 					return
 				}
 			}
@@ -175,6 +173,24 @@ const (
 	claimPause    = 100 * time.Millisecond
 	maxClaimPause = 5 * time.Second
 )
+
+// nextPause is the pause after a failure that followed a pause of
+// pause (0 for none): claimPause, doubling up to maxClaimPause.
+func nextPause(pause time.Duration) time.Duration {
+	return min(max(2*pause, claimPause), maxClaimPause)
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // execute runs one claimed run to its end.
 func (r *Runner) execute(c *engine.Claim) {
@@ -242,11 +258,9 @@ func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, ag
 			log.Warn("finish run", "err", err)
 			return
 		}
-		pause = min(max(2*pause, claimPause), maxClaimPause)
+		pause = nextPause(pause)
 		log.Warn("finish run", "err", err, "retry_in", pause)
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !sleep(ctx, pause) {
 			log.Warn("finish run: gave up", "err", err)
 			return
 		}
@@ -372,12 +386,9 @@ func (t *transport) follow(ctx context.Context, after tether.Offset, stop contex
 					stop(errRunEnded)
 					return
 				}
-				pause = min(max(2*pause, claimPause), maxClaimPause)
+				pause = nextPause(pause)
 				t.log.Warn("follow run", "err", err, "retry_in", pause)
-				select {
-				case <-time.After(pause):
-				case <-ctx.Done():
-				}
+				sleep(ctx, pause)
 				continue
 			}
 		}
@@ -394,12 +405,9 @@ func (t *transport) follow(ctx context.Context, after tether.Offset, stop contex
 				stop(errRunEnded)
 				return
 			}
-			pause = min(max(2*pause, claimPause), maxClaimPause)
+			pause = nextPause(pause)
 			t.log.Warn("follow run", "err", err, "retry_in", pause)
-			select {
-			case <-time.After(pause):
-			case <-ctx.Done():
-			}
+			sleep(ctx, pause)
 			continue
 		}
 		pause = 0
