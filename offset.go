@@ -3,6 +3,8 @@ package tether
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // An Offset names a position in a thread's log: the position right after the
@@ -44,17 +46,17 @@ func FormatOffset(epoch, seq uint64) Offset {
 func ParseOffset(o Offset) (epoch, seq uint64, err error) {
 	s := string(o)
 	if len(s) != offsetLen || s[epochDigits] != '_' {
-		return 0, 0, fmt.Errorf("offset %q is malformed", truncate(s, 40))
+		return 0, 0, fmt.Errorf("offset %q is malformed", clip.String(s, 40))
 	}
 	for i := 0; i < len(s); i++ {
 		if i != epochDigits && (s[i] < '0' || s[i] > '9') {
-			return 0, 0, fmt.Errorf("offset %q is malformed", truncate(s, 40))
+			return 0, 0, fmt.Errorf("offset %q is malformed", clip.String(s, 40))
 		}
 	}
 	epoch, err1 := strconv.ParseUint(s[:epochDigits], 10, 64)
 	seq, err2 := strconv.ParseUint(s[epochDigits+1:], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("offset %q is malformed", truncate(s, 40))
+		return 0, 0, fmt.Errorf("offset %q is malformed", clip.String(s, 40))
 	}
 	return epoch, seq, nil
 }
@@ -109,11 +111,4 @@ func (o Offset) rank() int {
 		return 2
 	}
 	return 1
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

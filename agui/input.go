@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // KindInterrupt is the kind of a Tether request that holds AG-UI
@@ -244,14 +245,14 @@ func ResumeAnswer(req *tether.Request, resume []ResumeEntry) (*Answer, error) {
 		}
 		for _, e := range resume {
 			if !ids[e.InterruptID] {
-				return nil, tether.Errorf(tether.CodeConflict, "interrupt %q is not pending", truncate(e.InterruptID))
+				return nil, tether.Errorf(tether.CodeConflict, "interrupt %q is not pending", clip.String(e.InterruptID, 64))
 			}
 		}
 		v, _ := json.Marshal(map[string]any{"resume": resume})
 		return &Answer{Value: v}, nil
 	}
 	if len(resume) != 1 || resume[0].InterruptID != req.ID {
-		return nil, tether.Errorf(tether.CodeConflict, "resume must answer the one pending interrupt %q", truncate(req.ID))
+		return nil, tether.Errorf(tether.CodeConflict, "resume must answer the one pending interrupt %q", clip.String(req.ID, 64))
 	}
 	if resume[0].Status == "cancelled" {
 		return &Answer{Cancel: true}, nil
@@ -261,11 +262,4 @@ func ResumeAnswer(req *tether.Request, resume []ResumeEntry) (*Answer, error) {
 		v = json.RawMessage("null")
 	}
 	return &Answer{Value: v}, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

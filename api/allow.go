@@ -8,6 +8,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api/durablestreams"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/streams"
 )
 
@@ -198,9 +199,9 @@ func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) 
 // errThreadNotFound is what the engine answers for a thread that does not
 // exist, word for word.
 func errThreadNotFound(id string) error {
-	return tether.Errorf(tether.CodeNotFound, "thread %s not found", truncate(id, 140))
+	return tether.Errorf(tether.CodeNotFound, "thread %s not found", clip.ID(id))
 }
 
 func errRunNotFound(id string) error {
-	return tether.Errorf(tether.CodeNotFound, "run %s not found", truncate(id, 140))
+	return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(id))
 }

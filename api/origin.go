@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // Browsers let any page send "simple" requests to any server (a form post,
@@ -93,7 +94,7 @@ func (s *Server) front(h http.Handler) http.Handler {
 		if s.opts.LoopbackHosts && !s.hostAllowed(r.Host) {
 			s.log.Info("request refused: Host not allowed", "host", r.Host, "method", r.Method, "path", r.URL.Path, "request_id", requestID(r))
 			s.writeError(w, r, tether.Errorf(tether.CodeBadRequest,
-				"Host %q is not allowed: this server answers only to loopback names (localhost, 127.0.0.1, [::1]); add names with --allowed-hosts", truncate(r.Host, 100)))
+				"Host %q is not allowed: this server answers only to loopback names (localhost, 127.0.0.1, [::1]); add names with --allowed-hosts", clip.String(r.Host, 100)))
 			return
 		}
 		if err := oneAuthorization(r); err != nil {
@@ -134,11 +135,4 @@ func hostName(host string) string {
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	return strings.TrimSuffix(strings.ToLower(host), ".")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

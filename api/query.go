@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/runs"
 )
 
@@ -33,10 +34,7 @@ func singleParams(r *http.Request, names ...string) error {
 func checkTypes(types []string) error {
 	for _, ty := range types {
 		if !runs.IsEventType(ty) {
-			if len(ty) > 40 {
-				ty = ty[:40] + "…"
-			}
-			return tether.Errorf(tether.CodeBadRequest, "types: %q is not an event type", ty)
+			return tether.Errorf(tether.CodeBadRequest, "types: %q is not an event type", clip.String(ty, 40))
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 	}
 	if !created && !p.sees(th.Owner, th.ID) {
 		// Someone else's: its ID is taken, and nothing more is said.
-		s.writeError(w, r, tether.Errorf(tether.CodeConflict, "thread %s already exists", truncate(th.ID, 140)))
+		s.writeError(w, r, tether.Errorf(tether.CodeConflict, "thread %s already exists", clip.ID(th.ID)))
 		return
 	}
 	status := http.StatusOK

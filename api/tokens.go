@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // TokenOptions configure the signed tokens (JWTs) a server accepts besides
@@ -260,7 +261,7 @@ func principalOfClaims(c *claims) (Principal, error) {
 	}
 	for _, pat := range p.Threads {
 		if !validPattern(pat) {
-			return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token: tether.threads holds %q, which is neither an id nor a prefix ending in *", truncate(pat, 64))
+			return Principal{}, tether.Errorf(tether.CodeUnauthorized, "invalid token: tether.threads holds %q, which is neither an id nor a prefix ending in *", clip.String(pat, 64))
 		}
 	}
 	// A lease is bound to the identity that claimed it: a worker token's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -60,7 +61,7 @@ func (e *Engine) isDeclared(ctx context.Context, name string) bool {
 	}
 	if _, err := reg.DeclaredAgent(ctx, name); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			e.log.Warn("read the declared agents", "agent", truncateID(name), "err", err)
+			e.log.Warn("read the declared agents", "agent", clip.ID(name), "err", err)
 		}
 		e.agentsMu.Lock()
 		delete(e.declared, name)

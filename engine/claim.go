@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
@@ -303,7 +304,7 @@ func (e *Engine) leasedOnce(ctx context.Context, t *thread, runID string, h Hold
 		inFlight = nil
 		r, ok := p.tx.PeekRun(runID)
 		if !ok {
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 		}
 		if prod != nil {
 			cur, ok := t.producers[key]

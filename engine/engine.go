@@ -11,6 +11,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/hub"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -258,7 +259,7 @@ func (e *Engine) KnownAgent(ctx context.Context, name string) bool {
 	at, err := dir.AgentSeenAt(ctx, name)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			e.log.Warn("read the agent directory", "agent", truncateID(name), "err", err)
+			e.log.Warn("read the agent directory", "agent", clip.ID(name), "err", err)
 		}
 		return false
 	}

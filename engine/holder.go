@@ -4,6 +4,7 @@ import (
 	"context"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
@@ -85,7 +86,7 @@ func (e *Engine) HeldBy(ctx context.Context, runID, keyID string) (bool, error) 
 	}
 	rr, err := e.runRecord(ctx, t.id, runID)
 	if err != nil {
-		return false, e.storeErr(err, "run %s", truncateID(runID))
+		return false, e.storeErr(err, "run %s", clip.ID(runID))
 	}
 	return rr.Lease.KeyID == keyID, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // ReadLog returns up to limit records of a thread's log after offset after
@@ -22,7 +23,7 @@ func (e *Engine) ReadLog(ctx context.Context, threadID string, after tether.Offs
 	}
 	recs, err := e.st.ReadEvents(ctx, threadID, after, limit)
 	if err != nil {
-		return nil, e.storeErr(err, "thread %s", truncateID(threadID))
+		return nil, e.storeErr(err, "thread %s", clip.ID(threadID))
 	}
 	return recs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -68,7 +69,7 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 		return checkAgentName(req.Agent)
 	}
 	if !e.KnownAgent(ctx, req.Agent) {
-		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", truncateID(req.Agent))
+		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", clip.ID(req.Agent))
 	}
 	switch req.Multitask {
 	case "":
@@ -226,7 +227,7 @@ func (e *Engine) Run(ctx context.Context, runID string) (*tether.Snapshot, error
 	}
 	snap, ok := t.snapshotState().RunSnapshot(runID)
 	if !ok {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 	}
 	return snap, nil
 }
@@ -244,7 +245,7 @@ func (e *Engine) CancelRun(ctx context.Context, runID string) (tether.Run, error
 		r, ok := p.run(runID)
 		switch {
 		case !ok:
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 		case r.Status == tether.RunPending:
 			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunCancelled)})
 		case r.Status.Active() && r.CancelRequestedAt.IsZero():
@@ -272,10 +273,10 @@ func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value
 	_, err = e.update(ctx, t, func(p *planner) error {
 		r, ok := p.run(runID)
 		if !ok {
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
+			return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 		}
 		if r.Status != tether.RunWaiting || r.Request == nil || r.Request.ID != requestID {
-			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, truncateID(requestID))
+			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, clip.ID(requestID))
 		}
 		return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
 	})

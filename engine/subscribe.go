@@ -7,6 +7,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/hub"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
@@ -61,7 +62,7 @@ func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 			return s, err
 		}
 		if attempt >= maxLookups {
-			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(req.ThreadID))
+			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", clip.ID(req.ThreadID))
 		}
 	}
 }
@@ -112,12 +113,12 @@ func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 	s.Tail = v.offset
 	if req.MessageID != "" {
 		if !v.hasMsg || (req.RunID != "" && v.msg.RunID != req.RunID) {
-			return nil, tether.Errorf(tether.CodeNotFound, "message %s not found", truncateID(req.MessageID))
+			return nil, tether.Errorf(tether.CodeNotFound, "message %s not found", clip.ID(req.MessageID))
 		}
 		s.msgRun = v.msg.RunID
 	}
 	if req.RunID != "" && !v.hasRun {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(req.RunID))
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(req.RunID))
 	}
 
 	var st *runs.State // the copy, if a snapshot is sent

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
@@ -137,7 +138,7 @@ func (e *Engine) thread(ctx context.Context, id string) (*thread, error) {
 		// Or the entry was dropped while loading or just after: deleted
 		// (here or by another node), or evicted. Look it up again.
 		if attempt >= maxLookups {
-			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", truncateID(id))
+			return nil, tether.Errorf(tether.CodeUnavailable, "thread %s keeps being dropped from memory; retry", clip.ID(id))
 		}
 	}
 }
@@ -150,7 +151,7 @@ const maxLookups = 4
 var errRetired = errors.New("engine: the thread's entry was dropped while it loaded")
 
 func notFound(id string) error {
-	return tether.Errorf(tether.CodeNotFound, "thread %s not found", truncateID(id))
+	return tether.Errorf(tether.CodeNotFound, "thread %s not found", clip.ID(id))
 }
 
 // entryFor returns the entry of a thread, creating it if there is none; the
@@ -314,13 +315,13 @@ func (e *Engine) threadOfRun(ctx context.Context, runID string) (*thread, error)
 	if !ok {
 		rr, err := e.st.Run(ctx, runID)
 		if err != nil {
-			return nil, e.storeErr(err, "run %s", truncateID(runID))
+			return nil, e.storeErr(err, "run %s", clip.ID(runID))
 		}
 		tid = rr.Run.ThreadID
 	}
 	t, err := e.thread(ctx, tid)
 	if errors.Is(err, tether.ErrNotFound) {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", truncateID(runID))
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 	}
 	return t, err
 }
@@ -330,12 +331,4 @@ func (t *thread) snapshotState() *runs.State {
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
 	return t.state.Clone()
-}
-
-// truncateID keeps error messages short whatever a client sent as an ID.
-func truncateID(id string) string {
-	if len(id) > 140 {
-		return id[:140] + "…"
-	}
-	return id
 }

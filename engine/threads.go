@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -181,7 +182,7 @@ func (e *Engine) FinalAnswer(ctx context.Context, threadID, runID string) (*teth
 	}
 	fa, ok := t.snapshotState().FinalAnswer(runID)
 	if !ok {
-		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", truncateID(runID), threadID)
+		return nil, tether.Errorf(tether.CodeNotFound, "run %s not found in thread %s", clip.ID(runID), threadID)
 	}
 	return fa, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // The binary encoding of a State, for checkpoints: a State saved as of an
@@ -338,7 +339,7 @@ func (d *decoder) offset() tether.Offset {
 		return o
 	}
 	if _, _, err := tether.ParseOffset(o); err != nil {
-		d.fail("bad offset %q", truncate(string(o), 40))
+		d.fail("bad offset %q", clip.String(string(o), 40))
 	}
 	return o
 }
@@ -364,7 +365,7 @@ func (d *decoder) state() *State {
 			return nil
 		}
 		if r.ID == "" || m.runs[r.ID] != nil {
-			d.fail("run %q: empty or repeated id", truncate(r.ID, 40))
+			d.fail("run %q: empty or repeated id", clip.String(r.ID, 40))
 			return nil
 		}
 		m.runs[r.ID] = &runState{run: r}
@@ -379,7 +380,7 @@ func (d *decoder) state() *State {
 			}
 			m.th.active, m.th.waiting = r.ID, r.Status == tether.RunWaiting
 		case !r.Status.Terminal():
-			d.fail("run %s has status %q", r.ID, truncate(string(r.Status), 40))
+			d.fail("run %s has status %q", r.ID, clip.String(string(r.Status), 40))
 			return nil
 		}
 		if (r.Status == tether.RunWaiting) != (r.Request != nil) {
@@ -396,11 +397,11 @@ func (d *decoder) state() *State {
 		r := m.runs[ms.runID]
 		switch {
 		case c.id == "" || m.msgs[c.id] != nil:
-			d.fail("message %q: empty or repeated id", truncate(c.id, 40))
+			d.fail("message %q: empty or repeated id", clip.String(c.id, 40))
 		case r == nil:
-			d.fail("message %s: unknown run %q", c.id, truncate(ms.runID, 40))
+			d.fail("message %s: unknown run %q", c.id, clip.String(ms.runID, 40))
 		case ms.status != tether.MessageRunning && !ms.status.Terminal():
-			d.fail("message %s has status %q", c.id, truncate(string(ms.status), 40))
+			d.fail("message %s has status %q", c.id, clip.String(string(ms.status), 40))
 		case ms.status == tether.MessageRunning && r.run.Status.Terminal():
 			d.fail("message %s is running in finished run %s", c.id, r.run.ID)
 		}
@@ -461,7 +462,7 @@ func (d *decoder) message() (*content, *msgState) {
 		started: d.timestamp(), updated: d.timestamp()}
 	c.meta = d.json()
 	if !isObject(c.meta) {
-		d.fail("message %s: metadata is not an object", truncate(c.id, 40))
+		d.fail("message %s: metadata is not an object", clip.String(c.id, 40))
 		return c, ms
 	}
 	n := d.count(3)
@@ -475,10 +476,10 @@ func (d *decoder) message() (*content, *msgState) {
 		case d.err != nil:
 			return c, ms
 		case (p.typ == tether.PartTool || p.typ == tether.PartData) != hasX:
-			d.fail("message %s: part %d of type %q", c.id, i, truncate(p.typ, 40))
+			d.fail("message %s: part %d of type %q", c.id, i, clip.String(p.typ, 40))
 			return c, ms
 		case !hasX && p.typ != tether.PartText && p.typ != tether.PartReasoning:
-			d.fail("message %s: part %d of type %q", c.id, i, truncate(p.typ, 40))
+			d.fail("message %s: part %d of type %q", c.id, i, clip.String(p.typ, 40))
 			return c, ms
 		case !hasX:
 			continue
@@ -490,11 +491,11 @@ func (d *decoder) message() (*content, *msgState) {
 		}
 		switch st := p.x.status; {
 		case st != tether.ToolRunning && st != tether.ToolDone && st != tether.ToolError:
-			d.fail("message %s: tool call %q has status %q", c.id, truncate(p.x.callID, 40), truncate(st, 40))
+			d.fail("message %s: tool call %q has status %q", c.id, clip.String(p.x.callID, 40), clip.String(st, 40))
 		case st == tether.ToolRunning && ms.status.Terminal():
-			d.fail("message %s is finished with tool call %q running", c.id, truncate(p.x.callID, 40))
+			d.fail("message %s is finished with tool call %q running", c.id, clip.String(p.x.callID, 40))
 		case ms.tool(p.x.callID) >= 0:
-			d.fail("message %s: tool call %q twice", c.id, truncate(p.x.callID, 40))
+			d.fail("message %s: tool call %q twice", c.id, clip.String(p.x.callID, 40))
 		}
 		ms.tools = append(ms.tools, toolState{callID: p.x.callID, status: p.x.status})
 	}

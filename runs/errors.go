@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // Every rejection of an event is a *tether.Error with code bad_request (the
@@ -62,12 +63,5 @@ func errRunFinished(id string) error {
 }
 
 func oneOf(field, typ, got string, want ...string) error {
-	return badRequest("field %q of %s must be one of %s, got %s", field, typ, strings.Join(want, "|"), strconv.Quote(truncate(got, 40)))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return badRequest("field %q of %s must be one of %s, got %s", field, typ, strings.Join(want, "|"), strconv.Quote(clip.String(got, 40)))
 }

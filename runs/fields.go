@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // field is a set of the optional fields of tether.Event, to check in one
@@ -131,7 +132,7 @@ func checkFields(e *tether.Event) error {
 	}
 	allowed, ok := allowedFields(e.Type)
 	if !ok {
-		return badRequest("unknown event type %q", truncate(e.Type, 40))
+		return badRequest("unknown event type %q", clip.String(e.Type, 40))
 	}
 	if extra := fieldsOf(e) &^ allowed; extra != 0 {
 		for i := range numFields {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // checkShape applies the rules that need no state: the fields an event must
@@ -296,7 +297,7 @@ func checkPart(msg *tether.Message, i int) error {
 	case "":
 		return badRequest("part %d of message %s has no type", i, msg.ID)
 	default:
-		return badRequest("part %d of message %s has unknown type %q", i, msg.ID, truncate(p.Type, 40))
+		return badRequest("part %d of message %s has unknown type %q", i, msg.ID, clip.String(p.Type, 40))
 	}
 	if extra != "" {
 		return badRequest("field %q is not allowed in a %s part", extra, p.Type)

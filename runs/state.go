@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // State is the fold of a thread's committed events: a Machine plus the
@@ -92,10 +93,10 @@ func (s *State) bind() {
 // committed events are immutable.
 func (s *State) Apply(e *tether.Event) error {
 	if !e.Offset.IsEvent() {
-		return badRequest("event %s has no offset", truncate(e.Type, 40))
+		return badRequest("event %s has no offset", clip.String(e.Type, 40))
 	}
 	if !e.Offset.After(s.offset) {
-		return conflict("offset %s does not come after %s", truncate(string(e.Offset), 40), s.offset)
+		return conflict("offset %s does not come after %s", clip.String(string(e.Offset), 40), s.offset)
 	}
 	var finishing []string
 	if e.Type == tether.EventRunFinished {

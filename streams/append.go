@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -120,7 +121,7 @@ func (s *Service) append(ctx context.Context, e *entry, v *view, req AppendReque
 		case req.ContentType == "":
 			return nil, false, errorf(CodeBadRequest, "an append needs a Content-Type")
 		case mediaType(req.ContentType) == "":
-			return nil, false, errorf(CodeBadRequest, "Content-Type %q is malformed", truncate(req.ContentType, 64))
+			return nil, false, errorf(CodeBadRequest, "Content-Type %q is malformed", clip.String(req.ContentType, 64))
 		case !sameMediaType(req.ContentType, v.meta.ContentType):
 			return nil, false, errorf(CodeConflict, "the stream's content type is %s", v.meta.ContentType)
 		}
@@ -161,7 +162,7 @@ func (s *Service) append(ctx context.Context, e *entry, v *view, req AppendReque
 	m := v.meta
 	if req.Seq != "" {
 		if m.Seq != "" && req.Seq <= m.Seq {
-			return nil, false, errorf(CodeConflict, "Stream-Seq %q does not sort after the last one, %q", truncate(req.Seq, 64), truncate(m.Seq, 64))
+			return nil, false, errorf(CodeConflict, "Stream-Seq %q does not sort after the last one, %q", clip.String(req.Seq, 64), clip.String(m.Seq, 64))
 		}
 		m.Seq = req.Seq
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -87,7 +88,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*CreateResult,
 		return nil, errorf(CodeBadRequest, "a fork offset needs Stream-Forked-From")
 	}
 	if req.ContentType != "" && mediaType(req.ContentType) == "" {
-		return nil, errorf(CodeBadRequest, "Content-Type %q is malformed", truncate(req.ContentType, 64))
+		return nil, errorf(CodeBadRequest, "Content-Type %q is malformed", clip.String(req.ContentType, 64))
 	}
 	id := threadID(req.Path)
 	var res *CreateResult

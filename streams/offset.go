@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // Offsets on the wire. A position in a stream is named by the offset of the
@@ -35,7 +36,7 @@ func parsePosition(s string) (p position, ok bool, err error) {
 	case s == OffsetStart:
 		return tether.OffsetStart, true, nil
 	case !wellFormed(s):
-		return "", false, errorf(CodeBadRequest, "offset %q is malformed", truncate(s, 64))
+		return "", false, errorf(CodeBadRequest, "offset %q is malformed", clip.String(s, 64))
 	case strings.Trim(s, "0_") == "":
 		return tether.OffsetStart, true, nil
 	}
@@ -73,10 +74,3 @@ func wire(p position) string {
 
 // before reports whether position a sorts strictly before b.
 func before(a, b position) bool { return a.Compare(b) < 0 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -375,7 +376,7 @@ func (src *source) position(offset string) (position, error) {
 		return "", err
 	}
 	if !ok {
-		return "", src.offsetErr(offset, errorf(CodeGone, "offset %s is not a position of this stream", truncate(offset, 64)))
+		return "", src.offsetErr(offset, errorf(CodeGone, "offset %s is not a position of this stream", clip.String(offset, 64)))
 	}
 	return p, nil
 }
@@ -384,7 +385,7 @@ func (src *source) position(offset string) (position, error) {
 // a bad request (no such position was ever given out), before it gone.
 func (src *source) offsetErr(offset string, err error) error {
 	if CodeOf(err) == CodeGone && offset > wire(src.tail) {
-		return errorf(CodeBadRequest, "offset %s is past the tail of this stream", truncate(offset, 64))
+		return errorf(CodeBadRequest, "offset %s is past the tail of this stream", clip.String(offset, 64))
 	}
 	return err
 }

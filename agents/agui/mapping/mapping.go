@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // upstream is the part of an AG-UI event the mapping reads. Everything is
@@ -175,10 +176,7 @@ func deltaOf(raw json.RawMessage, typ string) (string, error) {
 
 // printable cuts an upstream type short for messages.
 func printable(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "…"
-	}
-	q := strconv.Quote(s)
+	q := strconv.Quote(clip.String(s, 40))
 	return q[1 : len(q)-1]
 }
 

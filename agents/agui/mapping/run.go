@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/clip"
 )
 
 // runFinished maps RUN_FINISHED: the run ends done (success or no
@@ -73,19 +74,12 @@ func (m *Mapper) runError(u *upstream) []*tether.Event {
 	code := ErrorCode
 	var c string
 	if json.Unmarshal(u.Code, &c) == nil && c != "" {
-		code = truncate(c, 100)
+		code = clip.String(c, 100)
 	}
 	msg := strings.TrimSpace(u.Message)
 	if msg == "" {
 		msg = "The agent reported an error."
 	}
-	info, _ := json.Marshal(tether.ErrorInfo{Code: code, Message: truncate(msg, 1000)})
+	info, _ := json.Marshal(tether.ErrorInfo{Code: code, Message: clip.String(msg, 1000)})
 	return []*tether.Event{{Type: tether.EventRunFinished, Status: string(tether.RunError), Error: info}}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
