@@ -171,9 +171,22 @@ func allowFlag(p Principal, a act) error {
 // allowStream maps a Durable Streams path to the thread rule: a thread's
 // log (threads/{tid}) is read as the thread is; any other stream only if
 // one of the token's patterns matches its path (streams have no owner);
-// the subscription APIs (__ds/) are not a user's.
+// the subscription APIs (__ds/) are not a user's. A fork (PUT with
+// Stream-Forked-From) reads its source, so the source must be one the
+// token may read, as when it reads it (not_found otherwise): else a token
+// could read any stream by forking it under a path of its own.
 func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) error {
-	path := strings.TrimPrefix(r.URL.Path, durablestreams.Prefix)
+	if err := s.allowStreamPath(ctx, p, strings.TrimPrefix(r.URL.Path, durablestreams.Prefix), r.Method); err != nil {
+		return err
+	}
+	if src := r.Header.Get("Stream-Forked-From"); src != "" && r.Method == http.MethodPut {
+		return s.allowStreamPath(ctx, p, streams.SourcePath(src), http.MethodGet)
+	}
+	return nil
+}
+
+// allowStreamPath is allowStream's rule for one path and method.
+func (s *Server) allowStreamPath(ctx context.Context, p Principal, path, method string) error {
 	if path == streams.ReservedPrefix || strings.HasPrefix(path, streams.ReservedPrefix+"/") {
 		return tether.Errorf(tether.CodeForbidden, "a user's token may not use the subscription APIs")
 	}
@@ -190,7 +203,7 @@ func (s *Server) allowStream(ctx context.Context, p Principal, r *http.Request) 
 	if matchAny(p.Threads, path) {
 		return nil
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+	if method == http.MethodGet || method == http.MethodHead {
 		return tether.Errorf(tether.CodeNotFound, "stream not found")
 	}
 	return tether.Errorf(tether.CodeForbidden, "the token's tether.threads match no stream at this path")

@@ -35,6 +35,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if errors.As(err, &mbe) {
 		return nil, tether.Errorf(tether.CodeTooLarge, "request body is larger than %d bytes", limit)
 	}
+	if errors.Is(err, errBodyTimeout) {
+		return nil, errBodyTimeout
+	}
 	if err != nil {
 		return nil, tether.Errorf(tether.CodeBadRequest, "request body could not be read")
 	}

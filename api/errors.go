@@ -84,3 +84,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // errShuttingDown answers requests for streams that arrive after shutdown
 // started: the client reconnects, to another node or after the restart.
 var errShuttingDown = tether.Errorf(tether.CodeUnavailable, "the server is shutting down")
+
+// errBodyTimeout is a request body that did not arrive within
+// Limits.BodyTimeout.
+var errBodyTimeout = tether.Errorf(tether.CodeBadRequest, "the request body did not arrive in time")

@@ -42,6 +42,13 @@ type Limits struct {
 	// BodyWait is how long a request waits for room under BodyBytes.
 	// Defaults to 5s.
 	BodyWait time.Duration
+	// BodyTimeout is how long a request body may take to arrive, from
+	// when the request is let in: a body still not read by then fails
+	// (400 bad_request), and gives back its share of BodyBytes. Without
+	// it, a client could announce a large body and never send it, and
+	// hold that share for as long as it kept the connection open.
+	// Defaults to 60s.
+	BodyTimeout time.Duration
 	// MaxPrincipals bounds the principals whose counters are held at once;
 	// past it, new principals share one set of counters until idle ones
 	// are dropped (a principal is idle when its buckets are full and it
@@ -55,6 +62,9 @@ func (l *Limits) setDefaults(maxBody int64) {
 	}
 	if l.BodyWait <= 0 {
 		l.BodyWait = 5 * time.Second
+	}
+	if l.BodyTimeout <= 0 {
+		l.BodyTimeout = time.Minute
 	}
 	if l.MaxPrincipals <= 0 {
 		l.MaxPrincipals = 100_000

@@ -78,11 +78,26 @@ func newMetrics(e *engine.Engine) *metrics {
 // answer a read at once or wait (Durable Streams, catch-up), and POST
 // routes answer with a run's stream (AG-UI, the AI SDK).
 func (m *metrics) request(route, method string, status int, d time.Duration, streamed bool) {
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, methodLabel(method), strconv.Itoa(status)).Inc()
 	if streamed {
 		return
 	}
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// methodLabel is a request's method as the method label counts it: the
+// standard methods by name, any other as "other". The routes without a
+// method in their pattern (the page, /v1/stream/) take any token a client
+// sends as the method, and one series per made-up method would let a
+// client without a token grow /metrics, and the server's memory, without
+// bound.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 func (m *metrics) handler() http.Handler {

@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,6 +351,17 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			defer release()
 			rq.releaseBody = release
 		}
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// The body must arrive within BodyTimeout of now (the
+			// budget's wait above is not counted against it).
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(s.opts.Limits.BodyTimeout)) == nil {
+				db := &deadlineBody{ReadCloser: r.Body, rc: rc}
+				r.Body = db
+				release := rq.releaseBody
+				rq.releaseBody = func() { release(); db.clear() }
+			}
+		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqQuotaCtx{}, rq)))
 	})
 }
@@ -406,4 +419,36 @@ func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
 	return n, err
+}
+
+// deadlineBody is a request body read under a connection read deadline
+// (Limits.BodyTimeout), lifted once the body is read, so that the
+// deadline bounds the wait for the body and nothing after it: the server
+// reads the connection in the background once a body ends, and that read
+// failing at the deadline would cancel the request (a run's stream, a
+// commit in progress).
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	cleared bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.clear()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errBodyTimeout
+		}
+	}
+	return n, err
+}
+
+// clear lifts the deadline. It is called from the request's handler only
+// (a body is not read concurrently with holdStream).
+func (b *deadlineBody) clear() {
+	if !b.cleared {
+		b.cleared = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
 }

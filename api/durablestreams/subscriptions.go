@@ -161,6 +161,13 @@ func (h *Handler) wakeAction(w http.ResponseWriter, r *http.Request, id, action 
 		wakeError(w, &wake.Error{Code: wake.CodeTokenInvalid, Message: "missing or malformed Authorization header"})
 		return
 	}
+	// Before the body: a request without a wake's token (and so without
+	// any credential) neither waits for its body nor holds the server's
+	// budget of bodies in flight while it does.
+	if err := m.CheckToken(id, token); err != nil {
+		wakeError(w, err)
+		return
+	}
 	var req wake.AckRequest
 	if err := readJSON(r, &req); err != nil {
 		wakeError(w, &wake.Error{Code: wake.CodeInvalidRequest, Message: "the body must be a JSON object"})

@@ -310,24 +310,46 @@ func (m *Manager) ack(id, token string, req AckRequest, typ string) (*AckResult,
 // checkWake checks a wake token and that it is for s's current wake. m.mu
 // is held.
 func (m *Manager) checkWake(id, token string, req AckRequest, typ string) (*sub, error) {
-	s := m.subs[id]
-	if s == nil {
-		return nil, errorf(CodeSubscriptionNotFound, "subscription not found")
+	s, gen, err := m.checkTokenLocked(id, token)
+	if err != nil {
+		return nil, err
 	}
 	if typ != "" && s.rec.Type != typ {
 		return nil, errorf(CodeInvalidRequest, "the subscription is not %s", typ)
-	}
-	gen, err := m.keys.check(token, id, m.opts.Now())
-	switch {
-	case errors.Is(err, errTokenExpired):
-		return nil, errorf(CodeTokenExpired, "the token expired")
-	case err != nil:
-		return nil, errorf(CodeTokenInvalid, "the token is invalid")
 	}
 	if gen != s.rec.Generation || req.Generation != s.rec.Generation || req.WakeID != s.wakeID || s.wakeID == "" {
 		return nil, errorf(CodeFenced, "the wake generation is stale")
 	}
 	return s, nil
+}
+
+// CheckToken checks a callback's, ack's or release's bearer token before
+// its body is read: these requests need no API key, so a request whose
+// token is not one of the subscription's wakes must be refused before the
+// server waits for, or holds, the body it announces. Errors:
+// SUBSCRIPTION_NOT_FOUND, TOKEN_INVALID, TOKEN_EXPIRED.
+func (m *Manager) CheckToken(id, token string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _, err := m.checkTokenLocked(id, token)
+	return err
+}
+
+// checkTokenLocked returns the subscription id names and the generation
+// of token, a wake token of it. m.mu is held.
+func (m *Manager) checkTokenLocked(id, token string) (*sub, int64, error) {
+	s := m.subs[id]
+	if s == nil {
+		return nil, 0, errorf(CodeSubscriptionNotFound, "subscription not found")
+	}
+	gen, err := m.keys.check(token, id, m.opts.Now())
+	switch {
+	case errors.Is(err, errTokenExpired):
+		return nil, 0, errorf(CodeTokenExpired, "the token expired")
+	case err != nil:
+		return nil, 0, errorf(CodeTokenInvalid, "the token is invalid")
+	}
+	return s, gen, nil
 }
 
 // ClaimResult is a claimed pull-wake.
