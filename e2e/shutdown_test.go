@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +149,53 @@ func TestShutdownDuringLongPolls(t *testing.T) {
 	}
 	if took > 20*time.Second {
 		t.Errorf("tether took %v to exit after SIGTERM with --shutdown-grace 1s: it waited for the long polls (30 s) to time out instead of ending them", took.Round(time.Millisecond))
+	}
+}
+
+// TestShutdownStalledStream sends SIGTERM while a client that reads nothing
+// catches up on a long log (30 MB: the stream's writes fill the socket's
+// buffers and block). Such a client cannot take its reconnect frame, and
+// the server must not wait on it for --write-timeout: it must exit 0 soon
+// after its other work is done, with the client's connection closed.
+func TestShutdownStalledStream(t *testing.T) {
+	s := start(t, "", "--shutdown-grace", "1s", "--write-timeout", "60s", "--limit-append-bytes", "0")
+	tid, l := s.externalRun(t, "stalled reader")
+	big := strings.Repeat("y", 500<<10)
+	batch := []map[string]any{{"type": "message.started", "message_id": "m", "role": "assistant"}}
+	for i := range 60 {
+		batch = append(batch, map[string]any{"type": "text.delta", "message_id": "m", "delta": big})
+		if res := s.appendEvents(t.Context(), l, batch); res.Status != http.StatusOK {
+			t.Fatalf("append %d: %d %v %s", i, res.Status, res.Err, res.Body)
+		}
+		batch = batch[:0]
+	}
+
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/threads/%s/events?after=-1 HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", tid, s.addr)
+	head := make([]byte, 12)
+	if _, err := io.ReadFull(c, head); err != nil || string(head) != "HTTP/1.1 200" {
+		t.Fatalf("stream: %q %v", head, err)
+	}
+	// The client reads no more. However far the server got, what is left
+	// (of 30 MB) is more than the socket's buffers hold, the reconnect
+	// frame included.
+	eventually(t, 30*time.Second, "the stream to subscribe", func() bool { return s.metric(t, "tether_subscriptions") >= 1 })
+
+	status, took := s.terminate(90 * time.Second)
+	t.Logf("tether exited %d, %v after SIGTERM", status, took.Round(time.Millisecond))
+	if status != 0 {
+		t.Fatalf("tether exited with status %d after SIGTERM, want 0 (-1: killed after 90s)", status)
+	}
+	if took > 20*time.Second {
+		t.Errorf("tether took %v to exit after SIGTERM: it waited for the stalled stream's write (--write-timeout 60s)", took.Round(time.Millisecond))
+	}
+	// The connection is closed: the client reads the rest and then EOF.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Errorf("the stalled client's connection after the exit: %v, want EOF", err)
 	}
 }

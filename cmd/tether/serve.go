@@ -379,7 +379,19 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		log.Error("abort in-process runs", "err", err)
 	}
 	gcancel()
-	srv.Shutdown()
+	// Every stream is told to reconnect and ends. One whose client reads
+	// nothing cannot take that frame: its write blocks until
+	// --write-timeout (30 s), and waiting for it would hold the exit (and
+	// every other step of it) that long. After streamDrain such streams
+	// are left to the exit, which closes their connections; they hold
+	// nothing unwritten, and their clients resume from their last id.
+	streamsDone := make(chan struct{})
+	go func() { srv.Shutdown(); close(streamsDone) }()
+	select {
+	case <-streamsDone:
+	case <-time.After(streamDrain):
+		log.Warn("streams whose clients read nothing are cut at exit", "waited", streamDrain)
+	}
 	// Streams and long polls are done; what may remain are connections
 	// that never sent a request (preconnects, probes), which
 	// http.Server.Shutdown would wait on for seconds. Close them.
@@ -403,6 +415,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	log.Info("stopped")
 	return nil
 }
+
+// streamDrain is how long shutdown waits for the streams to take their
+// reconnect frame and end: a client that reads at all does in
+// milliseconds.
+const streamDrain = 2 * time.Second
 
 // localAgents returns the in-process agents: demo always, openai when it
 // is the default agent or configured, and each --ag-ui-agent.
