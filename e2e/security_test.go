@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +191,22 @@ func TestDebugServerGuarded(t *testing.T) {
 	}
 	if st, b := get("/debug/pprof/cmdline", admin...); st == 200 || strings.Contains(b, token) {
 		t.Errorf("cmdline: %d %q", st, b)
+	}
+}
+
+// TestDataDirPrivate starts the server on a data directory that does not
+// exist yet: the directory it creates holds every conversation and the
+// webhook signing key, and other users of the machine must not be able to
+// read or list it (the store's own directory mode is 0750).
+func TestDataDirPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := start(t, dir)
+	s.createThread(t)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o007 != 0 {
+		t.Errorf("the data directory has mode %v: other users can read the conversations in it", mode)
 	}
 }

@@ -256,7 +256,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		log.Warn("no --public-url, and the address listened on names no host: Durable Streams Location headers are paths, and webhook subscriptions are refused", "addr", ln.Addr().String())
 	}
 
-	if err := os.MkdirAll(c.data, 0o755); err != nil {
+	// 0o750, as the store makes its own: the logs hold conversations.
+	if err := os.MkdirAll(c.data, 0o750); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	st, err := openStore(ctx, &c, log)
