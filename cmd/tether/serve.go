@@ -335,6 +335,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	cs := newConns()
+	cs.serve(hs)
 	if debugLn != nil {
 		ds := debugServer(srv.Admin(debugHandler()), log)
 		go func() {
@@ -393,17 +395,21 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	case <-time.After(streamDrain):
 		log.Warn("streams whose clients read nothing are cut at exit", "waited", streamDrain)
 	}
-	// Streams and long polls are done; what may remain are connections
-	// that never sent a request (preconnects, probes), which
-	// http.Server.Shutdown would wait on for seconds. Close them.
+	// Streams and long polls are done; what may remain are requests in
+	// flight (an append on a slow link), which get until hctx, and what
+	// shutdown does not wait for (see conns): connections that never sent
+	// a request, streams whose client reads nothing. Those are closed.
 	select {
 	case err := <-httpDone:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("http shutdown", "err", err)
 		}
 	case <-time.After(time.Second):
-		hs.Close()
-		<-httpDone
+		cs.closeUnwaited()
+		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("requests still in flight are cut", "err", err)
+			hs.Close()
+		}
 	}
 	_ = wk.Close()
 	_ = ds.Close()
