@@ -210,3 +210,24 @@ func TestDataDirPrivate(t *testing.T) {
 		t.Errorf("the data directory has mode %v: other users can read the conversations in it", mode)
 	}
 }
+
+// TestEmptySigningKeyReplaced starts the server on a data directory whose
+// webhook signing key file is empty, as a power loss right after the first
+// start leaves a file whose data never reached the disk. No key was ever
+// read from it, so nothing was signed with it: the server must make a new
+// key and start, not refuse to start until someone deletes the file.
+func TestEmptySigningKeyReplaced(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "webhook-signing.key")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dir)
+	s.createThread(t)
+	s.stop(10 * time.Second)
+	key, err := os.ReadFile(file)
+	if err != nil || len(strings.TrimSpace(string(key))) == 0 {
+		t.Fatalf("the key file after the start: %q %v", key, err)
+	}
+	s.restart() // and the key it wrote is read back
+}
