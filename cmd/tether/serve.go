@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tetherhq/tether/agents"
@@ -212,6 +214,11 @@ func checkServeValues(c serveConfig, maxBodyInFlight int) error {
 }
 
 func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
+	// A server whose log goes into a pipe (a log shipper) must outlive the
+	// pipe's reader: by default, Go dies of SIGPIPE at the next write to a
+	// closed pipe on stdout or stderr. Ignored, such a write fails (the line
+	// is lost) and serving goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	log, err := newLogger(c.logLevel, c.logFormat, stderr)
 	if err != nil {
 		return err
