@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,4 +258,29 @@ func testNoPhantomEvents(t *testing.T, flags []string) {
 		}
 		sameSequence(t, r.name, r.seen(), log)
 	}
+}
+
+// TestSecondServerOnSameData starts a second tether serve on the data
+// directory of a running one: two writers would each keep the next event
+// id in memory and hand out the same offsets. The second must refuse to
+// start, saying why, and leave the first serving.
+func TestSecondServerOnSameData(t *testing.T) {
+	s := start(t, "")
+	tid := s.createThread(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", freeAddr(t), "--data", s.data)
+	cmd.Env = cleanEnv()
+	setDeathSignal(cmd)
+	out, err := cmd.CombinedOutput()
+	if err == nil || cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("a second server on the same data directory: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "open in another process") {
+		t.Errorf("the second server did not say the store is open elsewhere:\n%s", out)
+	}
+	if th := s.threadRow(t, tid); th.ID != tid {
+		t.Fatalf("the first server after the second one's try: thread %+v", th)
+	}
+	s.createThread(t)
 }

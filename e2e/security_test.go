@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +192,42 @@ func TestDebugServerGuarded(t *testing.T) {
 	if st, b := get("/debug/pprof/cmdline", admin...); st == 200 || strings.Contains(b, token) {
 		t.Errorf("cmdline: %d %q", st, b)
 	}
+}
+
+// TestDataDirPrivate starts the server on a data directory that does not
+// exist yet: the directory it creates holds every conversation and the
+// webhook signing key, and other users of the machine must not be able to
+// read or list it (the store's own directory mode is 0750).
+func TestDataDirPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := start(t, dir)
+	s.createThread(t)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o007 != 0 {
+		t.Errorf("the data directory has mode %v: other users can read the conversations in it", mode)
+	}
+}
+
+// TestEmptySigningKeyReplaced starts the server on a data directory whose
+// webhook signing key file is empty, as a power loss right after the first
+// start leaves a file whose data never reached the disk. No key was ever
+// read from it, so nothing was signed with it: the server must make a new
+// key and start, not refuse to start until someone deletes the file.
+func TestEmptySigningKeyReplaced(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "webhook-signing.key")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dir)
+	s.createThread(t)
+	s.stop(10 * time.Second)
+	key, err := os.ReadFile(file)
+	if err != nil || len(strings.TrimSpace(string(key))) == 0 {
+		t.Fatalf("the key file after the start: %q %v", key, err)
+	}
+	s.restart() // and the key it wrote is read back
 }

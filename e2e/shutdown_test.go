@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +150,135 @@ func TestShutdownDuringLongPolls(t *testing.T) {
 	}
 	if took > 20*time.Second {
 		t.Errorf("tether took %v to exit after SIGTERM with --shutdown-grace 1s: it waited for the long polls (30 s) to time out instead of ending them", took.Round(time.Millisecond))
+	}
+}
+
+// TestShutdownStalledStream sends SIGTERM while clients that read nothing
+// catch up on a long log (30 MB: the streams' writes fill the sockets'
+// buffers and block), on a Tether stream and on a Durable Streams SSE read.
+// Such a client cannot take its last frame, and the server must not wait
+// on it for --write-timeout: it must exit 0 soon after its other work is
+// done, with the clients' connections closed.
+func TestShutdownStalledStream(t *testing.T) {
+	s := start(t, "", "--shutdown-grace", "1s", "--write-timeout", "60s", "--limit-append-bytes", "0")
+	tid, l := s.externalRun(t, "stalled reader")
+	big := strings.Repeat("y", 500<<10)
+	batch := []map[string]any{{"type": "message.started", "message_id": "m", "role": "assistant"}}
+	for i := range 60 {
+		batch = append(batch, map[string]any{"type": "text.delta", "message_id": "m", "delta": big})
+		if res := s.appendEvents(t.Context(), l, batch); res.Status != http.StatusOK {
+			t.Fatalf("append %d: %d %v %s", i, res.Status, res.Err, res.Body)
+		}
+		batch = batch[:0]
+	}
+
+	// The thread's stream, and the same log read as a Durable Stream (an
+	// SSE response that net/http writes, not a connection the server took
+	// over).
+	var conns []net.Conn
+	for _, path := range []string{"/v1/threads/" + tid + "/events?after=-1", "/v1/stream/threads/" + tid + "?offset=-1&live=sse"} {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", path, s.addr)
+		head := make([]byte, 12)
+		if _, err := io.ReadFull(c, head); err != nil || string(head) != "HTTP/1.1 200" {
+			t.Fatalf("stream %s: %q %v", path, head, err)
+		}
+		conns = append(conns, c)
+	}
+	// The clients read no more. However far the server got, what is left
+	// (of 30 MB) is more than the socket's buffers hold, the reconnect
+	// frame included.
+	eventually(t, 30*time.Second, "the stream to subscribe", func() bool { return s.metric(t, "tether_subscriptions") >= 1 })
+	time.Sleep(time.Second) // for the writes to fill the buffers and block
+
+	status, took := s.terminate(90 * time.Second)
+	t.Logf("tether exited %d, %v after SIGTERM", status, took.Round(time.Millisecond))
+	if status != 0 {
+		t.Fatalf("tether exited with status %d after SIGTERM, want 0 (-1: killed after 90s)", status)
+	}
+	if took > 20*time.Second {
+		t.Errorf("tether took %v to exit after SIGTERM: it waited for the stalled stream's write (--write-timeout 60s)", took.Round(time.Millisecond))
+	}
+	// The connections are closed: the clients read the rest and then EOF.
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("stalled client %d's connection after the exit: %v, want EOF", i, err)
+		}
+	}
+}
+
+// TestShutdownFinishesRequestsInFlight sends SIGTERM while a worker's
+// append is on its way (its body arrives 2.5 s later, as from a slow link)
+// and while another connection was opened but has sent nothing. The server
+// must wait for the append, answer it and keep it, as it says it waits for
+// requests in flight, and must not wait on the idle connection.
+func TestShutdownFinishesRequestsInFlight(t *testing.T) {
+	s := start(t, "", "--shutdown-grace", "1s")
+	tid, l := s.externalRun(t, "slow link")
+	body := `[{"type":"message.started","message_id":"slow","role":"assistant"}]`
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	idle, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	// With Expect: 100-continue the server says when its handler starts
+	// reading the body: then the append is in flight.
+	fmt.Fprintf(c, "POST /v1/runs/%s/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nTether-Lease: %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		l.RunID, s.addr, l.Token, len(body))
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("before the body: %q %v", line, err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "\r\n" {
+		t.Fatalf("after 100 Continue: %q %v", line, err)
+	}
+	if _, err := fmt.Fprint(c, body[:10]); err != nil {
+		t.Fatal(err)
+	}
+
+	type exit struct {
+		status int
+		took   time.Duration
+	}
+	exited := make(chan exit, 1)
+	go func() {
+		status, took := s.terminate(60 * time.Second)
+		exited <- exit{status, took}
+	}()
+	time.Sleep(2500 * time.Millisecond) // the slow link
+	if _, err := fmt.Fprint(c, body[10:]); err != nil {
+		t.Fatalf("the rest of the body: %v", err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the append in flight at SIGTERM got no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the append in flight at SIGTERM: %d", resp.StatusCode)
+	}
+	e := <-exited
+	t.Logf("tether exited %d, %v after SIGTERM", e.status, e.took.Round(time.Millisecond))
+	if e.status != 0 {
+		t.Fatalf("tether exited with status %d after SIGTERM, want 0", e.status)
+	}
+
+	s.restart()
+	found := false
+	for _, ev := range s.readLog(t, "/v1/threads/"+tid+"/events") {
+		found = found || ev.MessageID == "slow"
+	}
+	if !found {
+		t.Error("the append answered 200 at shutdown is not in the log")
 	}
 }

@@ -16,7 +16,8 @@ var (
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("store: closed")
 	// ErrUnavailable means the backend could not be reached or did not
-	// answer in time (a NATS server down, a stream without quorum). The
+	// answer in time (a NATS server down, a stream without quorum), or
+	// could not write (SQLite on a full, read-only or failing disk). The
 	// operation may be retried; for a Commit, its outcome is unknown.
 	ErrUnavailable = errors.New("store: unavailable")
 	// ErrTooLarge means a batch is larger than the store takes in one

@@ -13,10 +13,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tetherhq/tether/agents"
@@ -211,6 +214,11 @@ func checkServeValues(c serveConfig, maxBodyInFlight int) error {
 }
 
 func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
+	// A server whose log goes into a pipe (a log shipper) must outlive the
+	// pipe's reader: by default, Go dies of SIGPIPE at the next write to a
+	// closed pipe on stdout or stderr. Ignored, such a write fails (the line
+	// is lost) and serving goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	log, err := newLogger(c.logLevel, c.logFormat, stderr)
 	if err != nil {
 		return err
@@ -256,7 +264,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		log.Warn("no --public-url, and the address listened on names no host: Durable Streams Location headers are paths, and webhook subscriptions are refused", "addr", ln.Addr().String())
 	}
 
-	if err := os.MkdirAll(c.data, 0o755); err != nil {
+	// 0o750, as the store makes its own: the logs hold conversations.
+	if err := os.MkdirAll(c.data, 0o750); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	st, err := openStore(ctx, &c, log)
@@ -334,6 +343,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	cs := newConns()
+	cs.serve(hs)
 	if debugLn != nil {
 		ds := debugServer(srv.Admin(debugHandler()), log)
 		go func() {
@@ -379,18 +390,34 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		log.Error("abort in-process runs", "err", err)
 	}
 	gcancel()
-	srv.Shutdown()
-	// Streams and long polls are done; what may remain are connections
-	// that never sent a request (preconnects, probes), which
-	// http.Server.Shutdown would wait on for seconds. Close them.
+	// Every stream is told to reconnect and ends. One whose client reads
+	// nothing cannot take that frame: its write blocks until
+	// --write-timeout (30 s), and waiting for it would hold the exit (and
+	// every other step of it) that long. After streamDrain such streams
+	// are left to the exit, which closes their connections; they hold
+	// nothing unwritten, and their clients resume from their last id.
+	streamsDone := make(chan struct{})
+	go func() { srv.Shutdown(); close(streamsDone) }()
+	select {
+	case <-streamsDone:
+	case <-time.After(streamDrain):
+		log.Warn("streams whose clients read nothing are cut at exit", "waited", streamDrain)
+	}
+	// Streams and long polls are done; what may remain are requests in
+	// flight (an append on a slow link), which get until hctx, and what
+	// shutdown does not wait for (see conns): connections that never sent
+	// a request, streams whose client reads nothing. Those are closed.
 	select {
 	case err := <-httpDone:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("http shutdown", "err", err)
 		}
 	case <-time.After(time.Second):
-		hs.Close()
-		<-httpDone
+		cs.closeUnwaited()
+		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("requests still in flight are cut", "err", err)
+			hs.Close()
+		}
 	}
 	_ = wk.Close()
 	_ = ds.Close()
@@ -403,6 +430,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	log.Info("stopped")
 	return nil
 }
+
+// streamDrain is how long shutdown waits for the streams to take their
+// reconnect frame and end: a client that reads at all does in
+// milliseconds.
+const streamDrain = 2 * time.Second
 
 // localAgents returns the in-process agents: demo always, openai when it
 // is the default agent or configured, and each --ag-ui-agent.
@@ -432,12 +464,17 @@ func localAgents(c serveConfig, log *slog.Logger) (map[string]agents.Agent, erro
 // loadSigningKey reads the key that signs Durable Streams webhook
 // notifications (and wake tokens) from file, creating it on first start,
 // so that receivers' cached keys and issued tokens survive restarts.
+//
+// A new key is on disk (written aside, synced, renamed) before anything
+// is signed with it. An empty file is what a power loss right after the
+// first start of an older build left (created, its data never written):
+// no key was ever read from it, so a new one takes its place.
 func loadSigningKey(file string) (ed25519.PrivateKey, error) {
 	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || err == nil && len(strings.TrimSpace(string(b))) == 0 {
 		key := wake.NewSigningKey()
 		enc := base64.StdEncoding.EncodeToString(key.Seed()) + "\n"
-		if err := os.WriteFile(file, []byte(enc), 0o600); err != nil {
+		if err := writeFileSynced(file, []byte(enc), 0o600); err != nil {
 			return nil, fmt.Errorf("webhook signing key: %w", err)
 		}
 		return key, nil
@@ -450,6 +487,42 @@ func loadSigningKey(file string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("webhook signing key %s: not a base64 Ed25519 seed", file)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// writeFileSynced writes data to file so that a crash or a power loss
+// leaves either no file or the whole of it: it writes a temporary file
+// beside it, syncs it, renames it over file and syncs the directory.
+func writeFileSynced(file string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, there is nothing to remove
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := dir.Sync(); err != nil && runtime.GOOS != "windows" { // Windows cannot sync a directory
+		return err
+	}
+	return nil
 }
 
 // openStore opens the store --store names. With NATS, the node needs a

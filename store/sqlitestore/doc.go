@@ -23,7 +23,8 @@
 // (before a deletion or a savepoint, which must see them). A batch that
 // fails (a taken idempotency key) is rolled back to its savepoint without
 // affecting the others; a fault fails the whole group, and none of it is
-// written. Once committed, the batches are reported in order to the
+// written. A fault of the disk (full, read-only, failing) is
+// store.ErrUnavailable: a retry succeeds once the disk is back. Once committed, the batches are reported in order to the
 // notify function and only then do their Commit calls return.
 //
 // Offsets are tether.FormatOffset(epoch, id): id is the event's row id,

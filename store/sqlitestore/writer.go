@@ -195,6 +195,7 @@ func (s *Store) process(reqs []*request) {
 		if r.err == nil && r.b != nil {
 			s.committed(r, fn)
 		}
+		r.err = unavailable(r.err)
 		close(r.done)
 	}
 }
