@@ -97,6 +97,16 @@ func (s *heldReadStore) ReadEvents(ctx context.Context, threadID string, after t
 	return s.Store.ReadEvents(ctx, threadID, after, limit)
 }
 
+func (s *heldReadStore) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if s.armed.Load() {
+		if s.reads.Add(1) == s.hold {
+			s.held <- struct{}{}
+			<-s.release
+		}
+	}
+	return s.Store.ReadPage(ctx, threadID, after, limit, maxBytes)
+}
+
 // An SSE stream catching up from the store at shutdown ends there (with
 // reconnect shutdown) rather than after the rest of the log: its catch-up
 // looked for the shutdown only once caught up, so a stream far behind, or

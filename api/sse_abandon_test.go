@@ -15,8 +15,8 @@ import (
 	"github.com/tetherhq/tether/store"
 )
 
-// heldReads holds ReadEvents while held is set, until the read's context
-// ends or the test releases it.
+// heldReads holds ReadEvents and ReadPage while held is set, until the
+// read's context ends or the test releases it.
 type heldReads struct {
 	store.Store
 	held     atomic.Bool
@@ -35,6 +35,19 @@ func (s *heldReads) ReadEvents(ctx context.Context, thread string, after tether.
 		}
 	}
 	return s.Store.ReadEvents(ctx, thread, after, limit)
+}
+
+func (s *heldReads) ReadPage(ctx context.Context, thread string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if s.held.Load() {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-s.release:
+		}
+	}
+	return s.Store.ReadPage(ctx, thread, after, limit, maxBytes)
 }
 
 // A stream whose client leaves while the stream is still reading history

@@ -72,6 +72,13 @@ func (h *storeHeld) ReadEvents(ctx context.Context, id string, after tether.Offs
 	return h.Store.ReadEvents(ctx, id, after, limit)
 }
 
+func (h *storeHeld) ReadPage(ctx context.Context, id string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, false, err
+	}
+	return h.Store.ReadPage(ctx, id, after, limit, maxBytes)
+}
+
 func (h *storeHeld) Thread(ctx context.Context, id string) (*store.ThreadRecord, error) {
 	if err := h.wait(ctx); err != nil {
 		return nil, err

@@ -33,6 +33,13 @@ func (s *failedReadStore) ReadEvents(ctx context.Context, threadID string, after
 	return s.Store.ReadEvents(ctx, threadID, after, limit)
 }
 
+func (s *failedReadStore) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if s.armed.Load() && s.reads.Add(1) == s.fail {
+		return nil, false, s.err
+	}
+	return s.Store.ReadPage(ctx, threadID, after, limit, maxBytes)
+}
+
 // An SSE stream whose read of the log fails after it started ends with a
 // reconnect frame that says why, as protocol.md §5 asks of every stream
 // the server ends itself (and as a WebSocket subscription ends with

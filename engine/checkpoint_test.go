@@ -41,6 +41,12 @@ func (c *countingStore) ReadEvents(ctx context.Context, id string, after tether.
 	return recs, err
 }
 
+func (c *countingStore) ReadPage(ctx context.Context, id string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	recs, more, err := c.Store.ReadPage(ctx, id, after, limit, maxBytes)
+	c.records.Add(int64(len(recs)))
+	return recs, more, err
+}
+
 // grow appends runs of answers to a thread until its log holds at least n
 // events; the last run stays active, with a message running.
 func grow(t *testing.T, e *engine.Engine, id string, n int) *engine.Claim {

@@ -173,7 +173,7 @@ func New(st store.Store, opts Options) *Engine {
 		declared:  make(map[string]time.Time),
 		closing:   make(chan struct{}),
 	}
-	e.hub = hub.New(st.ReadEvents, opts.Hub)
+	e.hub = hub.New(st.ReadPage, opts.Hub)
 	st.SetNotify(e.onCommit)
 	return e
 }

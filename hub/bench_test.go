@@ -29,8 +29,8 @@ func benchRecords(seq uint64, n int) []*tether.Record {
 	return recs
 }
 
-func noHistory(context.Context, string, tether.Offset, int) ([]*tether.Record, error) {
-	return nil, nil
+func noHistory(context.Context, string, tether.Offset, int, int) ([]*tether.Record, bool, error) {
+	return nil, false, nil
 }
 
 // BenchmarkPublish publishes one record per op to a thread whose

@@ -55,8 +55,9 @@
 //   - if pending is not empty and pendBase <= tail, pending continues the
 //     log from tail: its records after tail are appended, the rest dropped
 //     by offset, and by K everything after it is yet to be published: L.
-//   - if pending is empty and the page was short, History was at the end of
-//     the log after registration; everything published so far was
+//   - if pending is empty and History said the page reached the end of
+//     the log (more is false: a page cut short by HistoryBytes is not the
+//     end), History was at the end of the log after registration; everything published so far was
 //     published before registration (else it would be pending), so it was
 //     in that read (F1): everything after tail is yet to be published: L.
 //     The first batch published next has before <= tail, by F2.
@@ -82,6 +83,11 @@
 // is taken by a subscriber with nothing queued (it is not behind), and
 // cuts one that has records queued: what a subscriber holds is bounded by
 // its buffer or one batch, whichever is larger.
+//
+// A subscriber in catch-up holds one page of History at a time, until its
+// reader has taken it: at most HistoryPage records and HistoryBytes bytes,
+// or one record larger than that. The bytes matter when events are large:
+// 512 events of 900 KB are 460 MB for one stalled stream.
 //
 // A subscriber in catch-up counts the records published meanwhile against
 // its buffer, so one that reads a long history while the thread is busy can

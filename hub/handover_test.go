@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,6 +70,66 @@ func TestHistoryPages(t *testing.T) {
 	}
 }
 
+// TestHistoryPagesCutByBytes: a page cut short by HistoryBytes is not the
+// end of the log. The subscriber reads on, page by page, each within the
+// budget (a record over it comes alone), says it is behind until the last,
+// takes in what is published meanwhile, and only then goes live.
+func TestHistoryPagesCutByBytes(t *testing.T) {
+	size := newRecord(tether.FormatOffset(7, 1), 1).Size()
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		want  string
+	}{
+		{"three to a page", 3*size + size/2, "[3 3 3 3 3 3 3 2]"},
+		{"records over the budget", size / 2, fmt.Sprint(slices.Repeat([]int{1}, 23))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, h := newTestLog(t, Options{RingSize: 1, HistoryBytes: tc.bytes})
+			l.append("a", 23)
+			s := h.Subscribe("a", tether.OffsetStart)
+			defer s.Close()
+			end := last(l.all("a"))
+			var sizes []int
+			var got []*tether.Record
+			for s.Offset() != end {
+				recs, err := s.Next(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes = append(sizes, len(recs))
+				got = append(got, recs...)
+				if behind := s.Behind(); behind != (s.Offset() != end) {
+					t.Fatalf("after %d records, Behind is %v", len(got), behind)
+				}
+			}
+			if fmt.Sprint(sizes) != tc.want {
+				t.Fatalf("pages of %v, want %v", sizes, tc.want)
+			}
+			more := l.append("a", 2)
+			got = append(got, drain(t, s, last(more))...)
+			sameRecords(t, got, l.all("a"))
+		})
+	}
+
+	// Published during the catch-up: pending waits for the pages before it.
+	l, h := newTestLog(t, Options{RingSize: 1, HistoryBytes: 2 * size})
+	l.append("a", 9)
+	reads := 0
+	l.readHook = func(string) {
+		if reads++; reads == 2 {
+			l.append("a", 3)
+		}
+	}
+	s := h.Subscribe("a", tether.OffsetStart)
+	defer s.Close()
+	got := drain(t, s, tether.FormatOffset(7, 12))
+	l.readHook = nil
+	more := l.append("a", 1)
+	got = append(got, drain(t, s, last(more))...)
+	sameRecords(t, got, l.all("a"))
+}
+
 func TestUnknownCursor(t *testing.T) {
 	l, h := newTestLog(t, Options{})
 	l.append("a", 5)
@@ -89,11 +150,11 @@ func TestHistoryErrorIsRetried(t *testing.T) {
 	l, _ := newTestLog(t, Options{RingSize: 2})
 	fail := errors.New("disk on fire")
 	calls := 0
-	h := New(func(ctx context.Context, thread string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	h := New(func(ctx context.Context, thread string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
 		if calls++; calls == 1 {
-			return nil, fail
+			return nil, false, fail
 		}
-		return l.history(ctx, thread, after, limit)
+		return l.history(ctx, thread, after, limit, maxBytes)
 	}, Options{RingSize: 2})
 	defer h.Close()
 	l.hub = h

@@ -10,10 +10,13 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
-// History reads committed records of a thread after an offset: up to limit
-// records, in order (the store's ReadEvents). after is OffsetStart or the
-// offset of an event of the thread.
-type History func(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error)
+// History reads committed records of a thread after an offset, in order
+// (the store's ReadPage): up to limit records and, past the first, up to
+// maxBytes bytes (Record.Size) of them. more is false only when the page
+// reached the end of the log as it was read: a page cut by bytes is short
+// with the log going on. after is OffsetStart or the offset of an event of
+// the thread.
+type History func(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) (recs []*tether.Record, more bool, err error)
 
 // Options configures a [Hub]. The zero value gives the defaults.
 type Options struct {
@@ -36,6 +39,11 @@ type Options struct {
 	// HistoryPage is the number of records asked of History per call.
 	// Defaults to 512.
 	HistoryPage int
+	// HistoryBytes bounds the bytes (Record.Size) of one page of History,
+	// which a subscriber catching up holds until its reader has written it
+	// out: a page of large events is cut short (one larger than this still
+	// comes whole). Defaults to 1 MiB.
+	HistoryBytes int
 }
 
 func (o Options) withDefaults() Options {
@@ -50,6 +58,7 @@ func (o Options) withDefaults() Options {
 	def(&o.BufferEvents, 8192)
 	def(&o.IdleTopics, 256)
 	def(&o.HistoryPage, 512)
+	def(&o.HistoryBytes, 1<<20)
 	return o
 }
 

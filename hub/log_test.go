@@ -132,9 +132,11 @@ func (l *testLog) after(thread string, o tether.Offset) []*tether.Record {
 	return log[i:]
 }
 
-func (l *testLog) history(ctx context.Context, thread string, after tether.Offset, limit int) ([]*tether.Record, error) {
+// history is the log's History: it cuts a page at limit records and, past
+// the first, at maxBytes bytes, as the stores do.
+func (l *testLog) history(ctx context.Context, thread string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	l.mu.Lock()
 	l.reads++
@@ -145,15 +147,23 @@ func (l *testLog) history(ctx context.Context, thread string, after tether.Offse
 	if after != tether.OffsetStart {
 		i = sort.Search(len(log), func(i int) bool { return log[i].Offset.Compare(after) >= 0 })
 		if i == len(log) || log[i].Offset != after {
-			return nil, fmt.Errorf("thread %s, offset %s: %w", thread, after, errOffsetNotFound)
+			return nil, false, fmt.Errorf("thread %s, offset %s: %w", thread, after, errOffsetNotFound)
 		}
 		i++
 	}
-	page := slices.Clone(log[i:min(i+limit, len(log))])
+	j, size := i, 0
+	for j < len(log) && j-i < limit {
+		size += log[j].Size()
+		if maxBytes > 0 && j > i && size > maxBytes {
+			break
+		}
+		j++
+	}
+	page := slices.Clone(log[i:j])
 	if hook != nil {
 		hook(thread)
 	}
-	return page, nil
+	return page, j < len(log), nil
 }
 
 func (l *testLog) readCount() int {

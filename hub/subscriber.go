@@ -270,15 +270,18 @@ func (s *Subscriber) catchUp(ctx context.Context) ([]*tether.Record, error) {
 	}
 	s.mu.Unlock()
 
-	limit := s.hub.opts.HistoryPage
-	page, err := s.hub.history(ctx, s.thread, after, limit)
+	page, more, err := s.hub.history(ctx, s.thread, after, s.hub.opts.HistoryPage, s.hub.opts.HistoryBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("read history: %w", err)
 	}
-	short := len(page) < limit
+	// The end of the log is what History says, not a short page: a page is
+	// cut short by bytes with the log going on. An empty page is the end
+	// whatever it says, so that a History that breaks its contract cannot
+	// make s spin.
+	end := !more || len(page) == 0
 	prev := after
 	for _, r := range page {
 		if r.Offset.Compare(prev) <= 0 {
@@ -315,11 +318,11 @@ func (s *Subscriber) catchUp(ctx context.Context) ([]*tether.Record, error) {
 			s.pos = s.tail
 		}
 		s.pending, s.pBytes, s.catchup = nil, 0, false
-	case len(s.pending) == 0 && short:
+	case len(s.pending) == 0 && end:
 		// History was at its end after registration and nothing has been
 		// published since: every later record will be published to s.
 		s.catchup = false
-	case short && len(page) == 0 && waiting != "" && s.tail.Compare(waiting) < 0:
+	case end && len(page) == 0 && waiting != "" && s.tail.Compare(waiting) < 0:
 		// pending was published before this read, so the record at
 		// pendBase was committed; History not returning it breaks its
 		// contract. Do not spin on it.

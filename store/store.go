@@ -66,6 +66,21 @@ type Store interface {
 	// returned, not with the length of the log.
 	ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error)
 
+	// ReadPage is ReadEvents bounded in bytes as well as in records, for a
+	// reader that holds what it reads until a client has taken it (a
+	// subscriber catching up): it returns up to limit records and, past
+	// the first, no more than maxBytes bytes of them (the sum of
+	// Record.Size); the first comes whole whatever its size. maxBytes of
+	// zero or less sets no byte limit. A page may therefore end well short
+	// of limit with the log going on, so a short page does not mean the
+	// end: more is false only when the page reached the end of the log as
+	// it was read, and true when it stopped at either limit (it may be
+	// true with nothing after, when the page ended exactly at the end; the
+	// next read then returns no records and more false). A limit of zero or
+	// less returns no records and more true, after the checks of
+	// ReadEvents, whose errors it returns.
+	ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) (recs []*tether.Record, more bool, err error)
+
 	// Thread returns a thread's row and version. It returns ErrNotFound if
 	// the thread does not exist.
 	Thread(ctx context.Context, id string) (*ThreadRecord, error)

@@ -69,7 +69,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := hub.New(st.ReadEvents, e.hopts)
+	h := hub.New(st.ReadPage, e.hopts)
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	svc := streams.New(st, h, e.opts)
 	if err := svc.Start(context.Background()); err != nil {

@@ -53,7 +53,7 @@ func nodesOn(t *testing.T, urls []string, replicas int, c *clock) []*node {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := hub.New(st.ReadEvents, hub.Options{})
+		h := hub.New(st.ReadPage, hub.Options{})
 		st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 		opts := streams.Options{Shared: true}
 		if c != nil {

@@ -42,6 +42,13 @@ func (u *unreadable) ReadEvents(ctx context.Context, threadID string, after teth
 	return u.Store.ReadEvents(ctx, threadID, after, limit)
 }
 
+func (u *unreadable) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if u.armed.Load() && u.fails.Add(-1) >= 0 {
+		return nil, false, store.ErrUnavailable
+	}
+	return u.Store.ReadPage(ctx, threadID, after, limit, maxBytes)
+}
+
 // A run whose follower cannot subscribe just after the claim (the store
 // unavailable for a moment) still runs to its end, input included: the
 // follower subscribes again. The runner gave up on the run, which stayed

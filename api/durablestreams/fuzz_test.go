@@ -43,7 +43,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := hub.New(st.ReadEvents, hub.Options{})
+	h := hub.New(st.ReadPage, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	svc := streams.New(st, h, streams.Options{})
 	if err := svc.Start(context.Background()); err != nil {

@@ -40,7 +40,7 @@ func newServerWith(t testing.TB, so streams.Options, wo wake.Options, opts durab
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hub.New(st.ReadEvents, hub.Options{})
+	h := hub.New(st.ReadPage, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
 	so.OnAppend = func(p string) { m.Notify(p) }

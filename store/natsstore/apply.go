@@ -53,7 +53,7 @@ func (s *Store) apply(ctx context.Context, id string, m *logMsg) error {
 		if !m.h.Create && (row == nil || row.Del || row.Seq != m.h.Prev) {
 			// The bucket misses earlier messages of the thread: apply them
 			// first, from the log.
-			raws, err := s.readLog(ctx, s.logSubject(id), at+1, m.seq-1, math.MaxInt)
+			raws, err := s.readLog(ctx, s.logSubject(id), at+1, m.seq-1, math.MaxInt, 0)
 			if err != nil {
 				return err
 			}

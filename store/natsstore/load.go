@@ -50,12 +50,12 @@ func (s *Store) LoadThread(ctx context.Context, id string, limit int) (*store.Th
 		if ld.Checkpoint != nil {
 			after = ld.Checkpoint.Offset
 		}
-		recs, complete, err := s.readEvents(ctx, id, inc, last, after, limit)
+		recs, complete, _, err := s.readEvents(ctx, id, inc, last, after, limit, 0)
 		if errors.Is(err, store.ErrOffsetNotFound) && ld.Checkpoint != nil {
 			// The checkpoint's event is not in this log (or was purged
 			// since the view): load without it.
 			ld.Checkpoint = nil
-			recs, complete, err = s.readEvents(ctx, id, inc, last, tether.OffsetStart, limit)
+			recs, complete, _, err = s.readEvents(ctx, id, inc, last, tether.OffsetStart, limit, 0)
 		}
 		if err != nil {
 			return nil, err

@@ -18,8 +18,16 @@ import (
 // incarnation of the thread, in this store's epoch. A limit of zero or less
 // returns no records after those checks.
 func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	recs, _, err := s.ReadPage(ctx, threadID, after, limit, 0)
+	return recs, err
+}
+
+// ReadPage implements store.Store, as ReadEvents does. It asks for messages
+// up to maxBytes of data at a time, so what it holds past the page is at
+// most one message.
+func (s *Store) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
 	if s.isClosed() {
-		return nil, store.ErrClosed
+		return nil, false, store.ErrClosed
 	}
 	var (
 		exists    bool
@@ -30,45 +38,52 @@ func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Of
 		return nil
 	})
 	if err != nil {
-		return nil, s.readErr("read events", err)
+		return nil, false, s.readErr("read events", err)
 	}
 	if !exists {
-		return nil, store.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
-	recs, _, err := s.readEvents(ctx, threadID, inc, last, after, limit)
-	return recs, err
+	recs, _, more, err := s.readEvents(ctx, threadID, inc, last, after, limit, maxBytes)
+	return recs, more, err
 }
 
-// readEvents reads up to limit records of the incarnation inc of a thread's
-// log, whose last message is last, after the offset after. complete says
-// whether the read reached limit or the message last: a read cut short by a
-// purge (the thread was deleted meanwhile) is not.
-func (s *Store) readEvents(ctx context.Context, threadID string, inc, last uint64, after tether.Offset, limit int) ([]*tether.Record, bool, error) {
+// readEvents reads up to limit records, and up to maxBytes bytes past the
+// first (none: no byte limit), of the incarnation inc of a thread's log,
+// whose last message is last, after the offset after. complete says whether
+// the read reached a limit or the message last: a read cut short by a purge
+// (the thread was deleted meanwhile) is not. more says it stopped at a
+// limit, so records may follow.
+func (s *Store) readEvents(ctx context.Context, threadID string, inc, last uint64, after tether.Offset, limit, maxBytes int) (recs []*tether.Record, complete, more bool, err error) {
 	from, skip, cursor := inc, 0, false
 	var cseq uint64
 	switch after {
 	case tether.OffsetStart, "":
 		if limit <= 0 {
-			return nil, true, nil
+			return nil, true, true, nil
 		}
 	default:
 		epoch, seq, err := tether.ParseOffset(after)
 		if err != nil || epoch != s.epoch {
-			return nil, false, store.ErrOffsetNotFound
+			return nil, false, false, store.ErrOffsetNotFound
 		}
 		cseq, skip = seq/eventsPerMsg, int(seq%eventsPerMsg)+1
 		if cseq == 0 || cseq < inc || cseq > last {
-			return nil, false, store.ErrOffsetNotFound
+			return nil, false, false, store.ErrOffsetNotFound
 		}
 		from, cursor = cseq, true
 	}
 
 	subject := s.logSubject(threadID)
-	recs := make([]*tether.Record, 0, min(max(limit, 0), 256))
+	recs = make([]*tether.Record, 0, min(max(limit, 0), 256))
+	size := 0
 	for from <= last {
-		raws, err := s.readLog(ctx, subject, from, last, min(max(limit-len(recs), 0)+1, 1024))
+		readBytes := 0
+		if maxBytes > 0 {
+			readBytes = max(maxBytes-size, 1)
+		}
+		raws, err := s.readLog(ctx, subject, from, last, min(max(limit-len(recs), 0)+1, 1024), readBytes)
 		if err != nil {
-			return nil, false, s.readErr("read events", err)
+			return nil, false, false, s.readErr("read events", err)
 		}
 		if len(raws) == 0 {
 			break
@@ -76,44 +91,49 @@ func (s *Store) readEvents(ctx context.Context, threadID string, inc, last uint6
 		for _, r := range raws {
 			m, err := parseRaw(r)
 			if err != nil {
-				return nil, false, s.readErr("read events", err)
+				return nil, false, false, s.readErr("read events", err)
 			}
 			if cursor {
 				cursor = false
 				if m.seq != cseq || m.h.Delete || skip > m.n {
-					return nil, false, store.ErrOffsetNotFound
+					return nil, false, false, store.ErrOffsetNotFound
 				}
 			}
 			if m.h.Delete {
-				return recs, false, nil
+				return recs, false, false, nil
 			}
 			if len(recs) >= limit {
-				return recs, true, nil
+				return recs, true, true, nil
 			}
 			if m.n > skip {
 				evs, err := decodeEvents(m.rest)
 				if err != nil {
-					return nil, false, s.readErr("read events", err)
+					return nil, false, false, s.readErr("read events", err)
 				}
 				offs := offsets(s.epoch, m.seq, len(evs))
 				for i := skip; i < len(evs) && len(recs) < limit; i++ {
 					w := evs[i]
-					recs = append(recs, &tether.Record{Offset: offs[i], Type: w.Type, RunID: w.RunID,
-						MessageID: w.MessageID, Data: tether.WithOffset(w.Data, offs[i])})
+					rec := &tether.Record{Offset: offs[i], Type: w.Type, RunID: w.RunID,
+						MessageID: w.MessageID, Data: tether.WithOffset(w.Data, offs[i])}
+					size += rec.Size()
+					if maxBytes > 0 && len(recs) > 0 && size > maxBytes {
+						return recs, true, true, nil
+					}
+					recs = append(recs, rec)
 				}
 			}
 			skip = 0
 		}
 		if len(recs) >= limit {
-			return recs, true, nil
+			return recs, true, true, nil
 		}
 		from = raws[len(raws)-1].Seq + 1
 	}
 	if cursor {
-		return nil, false, store.ErrOffsetNotFound
+		return nil, false, false, store.ErrOffsetNotFound
 	}
 	// Short of last: purged meanwhile.
-	return recs, from > last, nil
+	return recs, from > last, false, nil
 }
 
 // Thread implements store.Store.

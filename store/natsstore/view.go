@@ -330,7 +330,7 @@ func (s *Store) loadView(ctx context.Context, id string, last *logMsg) (*threadV
 		// The bucket is ahead of the log (restored apart?): the log wins.
 		v = &threadView{last: tether.OffsetStart}
 	}
-	raws, err := s.readLog(ctx, s.logSubject(id), v.seq+1, last.seq, math.MaxInt)
+	raws, err := s.readLog(ctx, s.logSubject(id), v.seq+1, last.seq, math.MaxInt, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -353,16 +353,23 @@ func (s *Store) loadView(ctx context.Context, id string, last *logMsg) (*threadV
 // at most max, in order. to must come from the leader (the subject's last
 // message): below it the log only changes by purges, so the answer of a
 // lagging replica is right as far as it goes, and where it stops short the
-// leader is asked for the rest.
-func (s *Store) readLog(ctx context.Context, subject string, from, to uint64, max int) ([]*rawMsg, error) {
+// leader is asked for the rest. With maxBytes above zero it stops once the
+// messages' data reach maxBytes (the first message always comes), so that a
+// reader bounded in bytes does not fetch max messages of a MiB each.
+func (s *Store) readLog(ctx context.Context, subject string, from, to uint64, max, maxBytes int) ([]*rawMsg, error) {
 	var out []*rawMsg
 	leader := false
-	for from <= to && len(out) < max {
+	size := 0
+	for from <= to && len(out) < max && (maxBytes <= 0 || size < maxBytes) {
 		var msgs []*rawMsg
 		if !leader {
 			batch := min(max-len(out), 1024)
+			reqBytes := 8 << 20
+			if maxBytes > 0 {
+				reqBytes = min(reqBytes, maxBytes-size) // the server sends one message past it
+			}
 			var err error
-			msgs, err = s.directBatch(ctx, s.logName, msgGetRequest{Seq: from, NextFor: subject, Batch: batch, MaxBytes: 8 << 20})
+			msgs, err = s.directBatch(ctx, s.logName, msgGetRequest{Seq: from, NextFor: subject, Batch: batch, MaxBytes: reqBytes})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -392,6 +399,9 @@ func (s *Store) readLog(ctx context.Context, subject string, from, to uint64, ma
 			msgs = []*rawMsg{m}
 		}
 		out = append(out, msgs...)
+		for _, m := range msgs {
+			size += len(m.Data)
+		}
 		from = msgs[len(msgs)-1].Seq + 1
 	}
 	return out, nil

@@ -19,56 +19,69 @@ import (
 // thread, from an epoch whose events were lost, or of a deleted event is
 // ErrOffsetNotFound, never a silent jump.
 func (s *Store) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	recs, _, err := s.ReadPage(ctx, threadID, after, limit, 0)
+	return recs, err
+}
+
+// ReadPage implements store.Store. It stops scanning at the first row that
+// would take the page past maxBytes, so what it holds is the page and that
+// one row, which it drops.
+func (s *Store) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
 	if s.closed.Load() {
-		return nil, store.ErrClosed
+		return nil, false, store.ErrClosed
 	}
 	var pk, afterID int64
 	switch after {
 	case tether.OffsetStart, "":
 		if err := s.r.threadPK.QueryRowContext(ctx, threadID).Scan(&pk); err != nil {
-			return nil, s.notFound("read thread", err)
+			return nil, false, s.notFound("read thread", err)
 		}
 	default:
 		epoch, seq, err := tether.ParseOffset(after)
 		if err != nil || epoch > math.MaxInt64 || seq > math.MaxInt64 {
 			// Still ErrNotFound first if the thread is unknown.
 			if err := s.r.threadPK.QueryRowContext(ctx, threadID).Scan(&pk); err != nil {
-				return nil, s.notFound("read thread", err)
+				return nil, false, s.notFound("read thread", err)
 			}
-			return nil, store.ErrOffsetNotFound
+			return nil, false, store.ErrOffsetNotFound
 		}
 		var ok bool
 		if err := s.r.threadPKCursor.QueryRowContext(ctx, int64(seq), int64(epoch), threadID).Scan(&pk, &ok); err != nil {
-			return nil, s.notFound("read thread", err)
+			return nil, false, s.notFound("read thread", err)
 		}
 		if !ok {
-			return nil, store.ErrOffsetNotFound
+			return nil, false, store.ErrOffsetNotFound
 		}
 		afterID = int64(seq)
 	}
 	if limit <= 0 {
-		return nil, nil
+		return nil, true, nil
 	}
 
 	rows, err := s.r.readEvents.QueryContext(ctx, pk, afterID, limit)
 	if err != nil {
-		return nil, s.readErr("read events", err)
+		return nil, false, s.readErr("read events", err)
 	}
 	defer rows.Close()
 	recs := make([]*tether.Record, 0, min(limit, 256))
+	size := 0
 	for rows.Next() {
 		var id, epoch int64
 		rec := new(tether.Record)
 		if err := rows.Scan(&id, &epoch, &rec.Type, &rec.RunID, &rec.MessageID, &rec.Data); err != nil {
-			return nil, s.readErr("read events", err)
+			return nil, false, s.readErr("read events", err)
 		}
 		rec.Offset = formatOffset(uint64(epoch), uint64(id))
+		size += rec.Size()
+		if maxBytes > 0 && len(recs) > 0 && size > maxBytes {
+			return recs, true, nil // rows.Close (deferred) ends the scan
+		}
 		recs = append(recs, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.readErr("read events", err)
+		return nil, false, s.readErr("read events", err)
 	}
-	return recs, nil
+	return recs, len(recs) == limit, nil
 }
 
 // notFound maps "no row" to ErrNotFound.

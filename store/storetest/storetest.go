@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 		{"ContextDone", testContextDone},
 		{"ReadFromEveryOffset", testReadFromEveryOffset},
 		{"ReadPaging", testReadPaging},
+		{"ReadPage", testReadPage},
 		{"OffsetNotFound", testOffsetNotFound},
 		{"Notify", testNotify},
 		{"ConcurrentAppends", testConcurrentAppends},

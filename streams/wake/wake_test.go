@@ -56,7 +56,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := hub.New(st.ReadEvents, hub.Options{})
+	h := hub.New(st.ReadPage, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
 	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) }})
