@@ -235,7 +235,7 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 // each join from that cursor.
 func (s *Server) aguiFold(ctx context.Context, p *agui.Projector, tid, rid string, after tether.Offset) error {
 	for from := tether.OffsetStart; ; {
-		recs, err := s.e.ReadLog(ctx, tid, from, foldPage)
+		recs, more, err := s.e.ReadLog(ctx, tid, from, foldPage)
 		if tether.CodeOf(err) == tether.CodeBadRequest {
 			// An offset just read is no longer in the log.
 			return tether.Errorf(tether.CodeNotFound, "thread %s was deleted", tid)
@@ -256,7 +256,7 @@ func (s *Server) aguiFold(ctx context.Context, p *agui.Projector, tid, rid strin
 			}
 			p.Event(ev)
 		}
-		if len(recs) < foldPage {
+		if !more {
 			return nil
 		}
 		from = recs[len(recs)-1].Offset

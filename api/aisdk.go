@@ -223,7 +223,8 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// foldPage is how many records aisdkFold reads from the store at once.
+// foldPage is how many records aisdkFold and aguiFold read from the
+// store at once (at most about a megabyte of them: engine.ReadLog).
 const foldPage = 512
 
 // aisdkFold returns a run's projection as of offset after, by folding the
@@ -239,7 +240,7 @@ func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after te
 	var proj *aisdk.Stream
 	seen := false // after is an event of the log
 	for from := tether.OffsetStart; ; {
-		recs, err := s.e.ReadLog(ctx, threadID, from, foldPage)
+		recs, more, err := s.e.ReadLog(ctx, threadID, from, foldPage)
 		if tether.CodeOf(err) == tether.CodeBadRequest {
 			// An offset just read is no longer in the log: the chat
 			// was deleted and created again meanwhile.
@@ -274,7 +275,7 @@ func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after te
 				proj.Event(ev)
 			}
 		}
-		if len(recs) < foldPage {
+		if !more {
 			switch {
 			case proj == nil:
 				return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)

@@ -27,16 +27,31 @@ type heldStart struct {
 	release chan struct{}
 }
 
-func (h *heldStart) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+// hold holds the first read of more than one record once armed.
+func (h *heldStart) hold(ctx context.Context, limit int) error {
 	if limit > 1 && h.armed.CompareAndSwap(true, false) {
 		h.once.Do(func() { close(h.entered) })
 		select {
 		case <-h.release:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+func (h *heldStart) ReadEvents(ctx context.Context, threadID string, after tether.Offset, limit int) ([]*tether.Record, error) {
+	if err := h.hold(ctx, limit); err != nil {
+		return nil, err
+	}
 	return h.Store.ReadEvents(ctx, threadID, after, limit)
+}
+
+func (h *heldStart) ReadPage(ctx context.Context, threadID string, after tether.Offset, limit, maxBytes int) ([]*tether.Record, bool, error) {
+	if err := h.hold(ctx, limit); err != nil {
+		return nil, false, err
+	}
+	return h.Store.ReadPage(ctx, threadID, after, limit, maxBytes)
 }
 
 // TestAISDKResumeOfALongRun: a UI message stream resumed mid-run folds

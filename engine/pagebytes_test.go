@@ -66,9 +66,17 @@ func TestCatchUpPagesAreBoundedInBytes(t *testing.T) {
 	for range 40 {
 		mustAppend(t, e, c, &tether.Event{Type: tether.EventTextDelta, MessageID: "m1", Delta: big})
 	}
-	want, err := e.ReadLog(ctx, "t1", tether.OffsetStart, 1000)
-	if err != nil {
-		t.Fatal(err)
+	var want []*tether.Record
+	for from, more := tether.OffsetStart, true; more; {
+		var recs []*tether.Record
+		var err error
+		if recs, more, err = e.ReadLog(ctx, "t1", from, 1000); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, recs...)
+		if len(recs) > 0 {
+			from = recs[len(recs)-1].Offset
+		}
 	}
 	st.mu.Lock()
 	st.reads = nil

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -19,12 +20,12 @@ func TestReadLog(t *testing.T) {
 	mustAppend(t, e, c, answer("m1", "a", "b", "c", "d")...)
 	var all []*tether.Record
 	for from := tether.OffsetStart; ; {
-		recs, err := e.ReadLog(ctx, "t1", from, 2)
+		recs, more, err := e.ReadLog(ctx, "t1", from, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, recs...)
-		if len(recs) < 2 {
+		if !more {
 			break
 		}
 		from = recs[len(recs)-1].Offset
@@ -41,13 +42,59 @@ func TestReadLog(t *testing.T) {
 	if len(all) == 0 || all[len(all)-1].Offset != snap.Offset {
 		t.Fatalf("read %d records, not up to the tail %s", len(all), snap.Offset)
 	}
-	if _, err := e.ReadLog(ctx, "nope", tether.OffsetStart, 2); tether.CodeOf(err) != tether.CodeNotFound {
+	if _, _, err := e.ReadLog(ctx, "nope", tether.OffsetStart, 2); tether.CodeOf(err) != tether.CodeNotFound {
 		t.Fatalf("unknown thread: %v", err)
 	}
-	if _, err := e.ReadLog(ctx, "a/b", tether.OffsetStart, 2); tether.CodeOf(err) != tether.CodeNotFound {
+	if _, _, err := e.ReadLog(ctx, "a/b", tether.OffsetStart, 2); tether.CodeOf(err) != tether.CodeNotFound {
 		t.Fatalf("invalid thread id: %v", err)
 	}
-	if _, err := e.ReadLog(ctx, "t1", "0000000001_0000000000000001", 2); tether.CodeOf(err) != tether.CodeBadRequest {
+	if _, _, err := e.ReadLog(ctx, "t1", "0000000001_0000000000000001", 2); tether.CodeOf(err) != tether.CodeBadRequest {
 		t.Fatalf("offset not in the log: %v", err)
+	}
+}
+
+// A page of ReadLog holds about a megabyte at most, whatever the events'
+// size (one larger event comes whole), and says whether the log goes on:
+// a resume that folds a log of large events (up to --max-event each) held
+// a page of 512 of them, hundreds of megabytes, while it folded.
+func TestReadLogBoundedInBytes(t *testing.T) {
+	e, _ := setup(t)
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	mustRun(t, e, "t1", engine.RunRequest{Agent: "demo", Input: userInput("hi")})
+	c := mustClaim(t, e, "demo")
+	mustAppend(t, e, c, &tether.Event{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant})
+	big := strings.Repeat("x", 300<<10)
+	for range 12 {
+		mustAppend(t, e, c, &tether.Event{Type: tether.EventTextDelta, MessageID: "m1", Delta: big})
+	}
+	snap, err := e.Thread(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []*tether.Record
+	for from := tether.OffsetStart; ; {
+		recs, more, err := e.ReadLog(ctx, "t1", from, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, r := range recs[:max(len(recs)-1, 0)] {
+			size += len(r.Data)
+		}
+		if size > 1<<20 {
+			t.Fatalf("a page of %d records holds %d bytes before its last", len(recs), size)
+		}
+		all = append(all, recs...)
+		if !more {
+			break
+		}
+		if len(recs) == 0 {
+			t.Fatal("an empty page that says the log goes on")
+		}
+		from = recs[len(recs)-1].Offset
+	}
+	if len(all) == 0 || all[len(all)-1].Offset != snap.Offset {
+		t.Fatalf("read %d records, not up to the tail %s", len(all), snap.Offset)
 	}
 }
