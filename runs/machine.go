@@ -30,8 +30,10 @@ type Machine struct {
 
 // runState is a run and the ids of its non-terminal messages. A runState
 // reachable from a Machine is never modified in place by a Tx: it is
-// copied into the overlay first. running is never modified in place either
-// (it is replaced), so copies may share it.
+// copied into the overlay first. The elements of running are never
+// modified in place (a removal makes a new slice or drops the first), so
+// copies may share them; only one holder at a time may append in place,
+// into capacity no other holder sees (see appendOwned).
 type runState struct {
 	run     tether.Run
 	running []string
@@ -71,7 +73,7 @@ func (ms *msgState) tool(callID string) int {
 type threadState struct {
 	active  string   // the running or waiting run; at most one exists
 	waiting bool     // active is waiting
-	pending []string // pending runs, creation order; replaced, never modified in place
+	pending []string // pending runs, creation order; shared like runState.running
 	last    tether.RunStatus
 }
 
@@ -128,9 +130,13 @@ func (m *Machine) Clone() *Machine {
 		th:       m.th,
 		state:    m.state,
 	}
+	// The copies are full (cap == len), so that an append on either side
+	// writes to memory the other does not see.
+	c.th.pending = slices.Clip(c.th.pending)
 	rs := make([]runState, 0, len(m.runs))
 	for id, r := range m.runs {
 		rs = append(rs, *r)
+		rs[len(rs)-1].running = slices.Clip(r.running)
 		c.runs[id] = &rs[len(rs)-1]
 	}
 	// One allocation for every message instead of one each: threads can
@@ -149,6 +155,9 @@ func (m *Machine) Clone() *Machine {
 func (m *Machine) Begin() *Tx {
 	tx := &Tx{m: m, version: m.version, own: m.th}
 	tx.th = &tx.own
+	// The Tx appends to its copy of the pending runs in place: the spare
+	// capacity becomes the Tx's alone (appendOwned).
+	m.th.pending = slices.Clip(m.th.pending)
 	return tx
 }
 

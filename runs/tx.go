@@ -236,6 +236,9 @@ func (tx *Tx) ownRun(id string, r *runState) *runState {
 		return o
 	}
 	c := *r
+	// The copy appends to running in place: its spare capacity becomes
+	// the copy's alone (appendOwned).
+	r.running = slices.Clip(r.running)
 	tx.putRun(id, &c)
 	return &c
 }
@@ -317,7 +320,7 @@ func (tx *Tx) runCreated(e *tether.Event) error {
 	} else {
 		tx.created = append(tx.created, id)
 	}
-	tx.th.pending = append(slices.Clip(tx.th.pending), id)
+	tx.th.pending = append(tx.th.pending, id) // appendOwned
 	return nil
 }
 
@@ -387,7 +390,7 @@ func (tx *Tx) messageStarted(e *tether.Event, r *runState) error {
 		runID: e.RunID, role: e.Role, status: tether.MessageRunning, started: e.TS, updated: e.TS,
 	})
 	r = tx.ownRun(e.RunID, r)
-	r.running = append(slices.Clip(r.running), e.MessageID)
+	r.running = append(r.running, e.MessageID) // appendOwned
 	return nil
 }
 
@@ -548,12 +551,26 @@ func (tx *Tx) runFinished(e *tether.Event, r *runState) {
 	tx.th.last = st
 }
 
-// without returns ids without id, in a new slice when it changes, since
-// ids may be shared with a machine or another Tx.
+// appendOwned: the lists of ids a Machine shares with its clones and its
+// Tx (pending runs, a run's running messages) are appended to in place, so
+// that a thread of n pending runs or a run of n open messages costs O(n),
+// not O(n²) as a copy per append did. This is safe because one holder at a
+// time owns the capacity past a list's end: Machine.Clone gives the clone
+// full copies (cap == len), and a Tx taking a copy (Begin, ownRun) clips
+// the machine's, so that the machine's next append copies instead of
+// writing over the Tx's. Elements are never modified in place.
+
+// without returns ids without id, never modifying the elements of ids,
+// since they may be shared with a machine or another Tx. The first id (the
+// oldest pending run, the first message started, the usual one to go) is
+// dropped by slicing, in O(1); any other makes a new slice.
 func without(ids []string, id string) []string {
 	i := slices.Index(ids, id)
 	if i < 0 {
 		return ids
+	}
+	if i == 0 {
+		return ids[1:]
 	}
 	out := make([]string, 0, len(ids)-1)
 	out = append(out, ids[:i]...)

@@ -1,0 +1,178 @@
+package runs
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	tether "github.com/tetherhq/tether"
+)
+
+// allocated returns the bytes f allocates on the heap.
+func allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// wideThread returns the events of a thread of a given shape with n of its
+// repeated item: messages open at once in one run, runs pending at once,
+// tool calls in one message.
+func wideThread(shape string, n int) []*tether.Event {
+	var evs []*tether.Event
+	switch shape {
+	case "open messages":
+		evs = append(evs, runCreated("r1"), runStarted("r1"))
+		for i := range n {
+			evs = append(evs, msgStarted("r1", fmt.Sprintf("m%d", i)))
+		}
+		for i := range n {
+			evs = append(evs, msgFinished("r1", fmt.Sprintf("m%d", i), tether.MessageDone))
+		}
+	case "pending runs":
+		for i := range n {
+			evs = append(evs, runCreated(fmt.Sprintf("r%d", i)))
+		}
+		for i := range n {
+			id := fmt.Sprintf("r%d", i)
+			evs = append(evs, runStarted(id), runFinished(id, tether.RunDone))
+		}
+	case "tool calls":
+		evs = append(evs, runCreated("r1"), runStarted("r1"), msgStarted("r1", "m"))
+		for i := range n {
+			evs = append(evs, toolStarted("r1", "m", fmt.Sprintf("c%d", i)))
+		}
+		for i := range n {
+			evs = append(evs, toolFinished("r1", "m", fmt.Sprintf("c%d", i)))
+		}
+	}
+	return stamp(0, evs...)
+}
+
+// TestFoldGrowsLinearly folds threads of n and 4n items three ways (the
+// committed State, one Tx for the whole thread as a single large append,
+// one Tx per event as a worker appending one event at a time) and checks
+// that the bytes allocated grow about 4 times, not 16: a thread's shape
+// within the limits must not make each event cost more than the one
+// before.
+func TestFoldGrowsLinearly(t *testing.T) {
+	folds := map[string]func(testing.TB, []*tether.Event){
+		"state": func(t testing.TB, evs []*tether.Event) {
+			s := NewState(newThread())
+			for _, e := range evs {
+				if err := s.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		"one batch": func(t testing.TB, evs []*tether.Event) {
+			tx := NewMachine(tid).Begin()
+			for _, e := range evs {
+				if err := tx.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx.Commit()
+		},
+		"a batch per event": func(t testing.TB, evs []*tether.Event) {
+			m := NewMachine(tid)
+			for _, e := range evs {
+				tx := m.Begin()
+				if err := tx.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+				tx.Commit()
+			}
+		},
+	}
+	const n = 1000
+	for _, shape := range []string{"open messages", "pending runs"} {
+		small, large := wideThread(shape, n), wideThread(shape, 4*n)
+		for name, fold := range folds {
+			a := allocated(func() { fold(t, small) })
+			b := allocated(func() { fold(t, large) })
+			t.Logf("%s, %s: %d items %d KiB, %d items %d KiB", shape, name, n, a>>10, 4*n, b>>10)
+			if b > 8*a {
+				t.Errorf("%s, %s: 4 times the items allocate %.1f times the bytes (%d KiB, then %d KiB): more than linear",
+					shape, name, float64(b)/float64(a), a>>10, b>>10)
+			}
+		}
+	}
+}
+
+// TestSharedListsStayApart: the lists a Machine shares with its clones and
+// its Tx (pending runs, a run's running messages) are appended to in place;
+// an append on one holder must never show in another.
+func TestSharedListsStayApart(t *testing.T) {
+	// Three of each, so that both lists have room past their end (cap 4).
+	base := []*tether.Event{runCreated("r1"), runStarted("r1"), msgStarted("r1", "a"), msgStarted("r1", "a2"),
+		msgStarted("r1", "a3"), runCreated("r2"), runCreated("r3"), runCreated("r4")}
+	s := mustFold(t, base...)
+	c := s.Clone()
+	for _, e := range stamp(len(base), msgStarted("r1", "b"), runCreated("r5")) {
+		if err := s.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range stamp(len(base), msgStarted("r1", "x"), runCreated("rx")) {
+		if err := c.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, got []string, want ...string) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+		}
+	}
+	pending := func(runs []tether.Run) (ids []string) {
+		for _, r := range runs {
+			if r.Status == tether.RunPending {
+				ids = append(ids, r.ID)
+			}
+		}
+		return ids
+	}
+	check("state, running", s.Machine().RunningMessages("r1"), "a", "a2", "a3", "b")
+	check("clone, running", c.Machine().RunningMessages("r1"), "a", "a2", "a3", "x")
+
+	// Two Tx begun on the same machine (with room past the lists' end),
+	// the first dropped.
+	m := mustFold(t, base...).Machine()
+	n := len(base)
+	t1, t2 := m.Begin(), m.Begin()
+	for _, e := range stamp(n, msgStarted("r1", "t1"), runCreated("t1r")) {
+		if err := t1.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range stamp(n, msgStarted("r1", "t2"), runCreated("t2r")) {
+		if err := t2.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("first Tx, pending", pending(t1.Unfinished()), "r2", "r3", "r4", "t1r")
+	// run.finished ends the first Tx's running messages: "t1", not "t2".
+	if err := t1.Apply(stamp(n+2, runFinished("r1", tether.RunDone))[0]); err != nil {
+		t.Fatal(err)
+	}
+	if mi, _ := t1.Message("t1"); mi.Status != tether.MessageDone {
+		t.Errorf("first Tx: message t1 is %s after its run finished, want done", mi.Status)
+	}
+	check("second Tx, pending", pending(t2.Unfinished()), "r2", "r3", "r4", "t2r")
+	t2.Commit()
+	check("after commit, running", m.RunningMessages("r1"), "a", "a2", "a3", "t2")
+	t3 := m.Begin()
+	for _, e := range stamp(n+2, msgStarted("r1", "t3"), runCreated("t3r")) {
+		if err := t3.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after commit, machine", m.RunningMessages("r1"), "a", "a2", "a3", "t2")
+	check("third Tx, pending", pending(t3.Unfinished()), "r2", "r3", "r4", "t2r", "t3r")
+	check("state after all, running", s.Machine().RunningMessages("r1"), "a", "a2", "a3", "b")
+	check("clone after all, running", c.Machine().RunningMessages("r1"), "a", "a2", "a3", "x")
+}
