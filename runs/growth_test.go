@@ -3,6 +3,7 @@ package runs
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -89,7 +90,7 @@ func TestFoldGrowsLinearly(t *testing.T) {
 		},
 	}
 	const n = 1000
-	for _, shape := range []string{"open messages", "pending runs"} {
+	for _, shape := range []string{"open messages", "pending runs", "tool calls"} {
 		small, large := wideThread(shape, n), wideThread(shape, 4*n)
 		for name, fold := range folds {
 			a := allocated(func() { fold(t, small) })
@@ -175,4 +176,86 @@ func TestSharedListsStayApart(t *testing.T) {
 	check("third Tx, pending", pending(t3.Unfinished()), "r2", "r3", "r4", "t2r", "t3r")
 	check("state after all, running", s.Machine().RunningMessages("r1"), "a", "a2", "a3", "b")
 	check("clone after all, running", c.Machine().RunningMessages("r1"), "a", "a2", "a3", "x")
+}
+
+// TestSharedToolCallsStayApart: a message's tool calls are shared by a
+// Machine, its clones and its Tx, appended to in place and indexed by a map
+// the Tx shares; a status changed or a call added on one holder must never
+// show in another.
+func TestSharedToolCallsStayApart(t *testing.T) {
+	const calls = 2 * fewTools // past the index's threshold
+	base := []*tether.Event{runCreated("r1"), runStarted("r1"), msgStarted("r1", "m")}
+	for i := range calls {
+		base = append(base, toolStarted("r1", "m", fmt.Sprintf("c%d", i)))
+	}
+	n := len(base)
+	// probe tells what a tool.delta of call says on m: nil while the
+	// call runs, else its error.
+	probe := func(m *Machine, call string) string {
+		err := m.Begin().Apply(stamp(n+10, toolDelta("r1", "m", call, "x"))[0])
+		if err == nil {
+			return "running"
+		}
+		return err.Error()
+	}
+	apply := func(tx *Tx, at int, evs ...*tether.Event) {
+		t.Helper()
+		for _, e := range stamp(at, evs...) {
+			if err := tx.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := func(what, got, want string) {
+		t.Helper()
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
+
+	// A call finished first, so that the state owns its calls when cloned.
+	s := mustFold(t, append(base, toolFinished("r1", "m", fmt.Sprintf("c%d", calls-1)))...)
+	c := s.Clone()
+	for _, e := range stamp(n+1, toolFinished("r1", "m", "c0"), toolStarted("r1", "m", "new")) {
+		if err := s.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(st *State, call string) string {
+		for _, p := range st.Snapshot().Messages[0].Parts {
+			if p.CallID == call {
+				return p.Status
+			}
+		}
+		return "not found"
+	}
+	want("state's snapshot, c0", status(s, "c0"), tether.ToolDone)
+	want("state's snapshot, c1", status(s, "c1"), tether.ToolRunning)
+	want("state's snapshot, new", status(s, "new"), tether.ToolRunning)
+	want("clone's snapshot, c0", status(c, "c0"), tether.ToolRunning)
+	want("clone's snapshot, new", status(c, "new"), "not found")
+	want("clone, c0", probe(c.Machine(), "c0"), "running")
+	want("clone, new", probe(c.Machine(), "new"), "not found")
+	want("state, c0", probe(s.Machine(), "c0"), "is finished")
+	want("state, new", probe(s.Machine(), "new"), "running")
+
+	m := mustFold(t, base...).Machine()
+	t1, t2 := m.Begin(), m.Begin()
+	apply(t1, n, toolFinished("r1", "m", "c1"), toolStarted("r1", "m", "x"), toolStarted("r1", "m", "y"))
+	apply(t2, n, toolStarted("r1", "m", "y"), toolFinished("r1", "m", "c2"))
+	// Each Tx still sees its own calls, whatever the other added.
+	apply(t1, n+3, toolDelta("r1", "m", "x", "."), toolDelta("r1", "m", "y", "."), toolDelta("r1", "m", "c2", "."))
+	want("first Tx, c1", t1.Apply(stamp(n+6, toolDelta("r1", "m", "c1", "."))[0]).Error(), "is finished")
+	apply(t2, n+2, toolDelta("r1", "m", "y", "."), toolDelta("r1", "m", "c1", "."))
+	want("second Tx, x", t2.Apply(stamp(n+4, toolDelta("r1", "m", "x", "."))[0]).Error(), "not found")
+	t2.Commit()
+	want("after commit, c1", probe(m, "c1"), "running")
+	want("after commit, c2", probe(m, "c2"), "is finished")
+	want("after commit, x", probe(m, "x"), "not found")
+	want("after commit, y", probe(m, "y"), "running")
+	t3 := m.Begin()
+	apply(t3, n+10, toolStarted("r1", "m", "x"), toolDelta("r1", "m", "x", "."), msgFinished("r1", "m", tether.MessageDone))
+	want("before the third Tx commits, c1", probe(m, "c1"), "running")
+	t3.Commit()
+	want("after the third Tx, c1", probe(m, "c1"), "message m is finished")
 }

@@ -39,8 +39,9 @@ type runState struct {
 	running []string
 }
 
-// msgState is what the state machine knows of a message. tools is replaced,
-// never modified in place, so copies may share it.
+// msgState is what the state machine knows of a message. Copies share
+// tools: it is appended to like runState.running (appendOwned), and its
+// elements change in place only while ownTools says no copy shares them.
 type msgState struct {
 	runID string
 	role  tether.Role
@@ -51,6 +52,18 @@ type msgState struct {
 	started tether.Time
 	updated tether.Time
 	tools   []toolState
+	// ownTools: the elements of tools are this msgState's alone, so a
+	// call's status may change in place. Machine.Clone clears it on both
+	// sides; a Tx never changes a status in place but records it
+	// (Tx.toolStatus) until Commit.
+	ownTools bool
+	// calls indexes tools by call id (the first indexed of them) once a
+	// message has more than a few calls, so that finding a call costs
+	// O(1) whatever their number. A Tx's copy of the message shares the
+	// map with the machine and adds its own calls to it: an entry counts
+	// only if tools holds that call at that index (see tool).
+	calls   map[string]int
+	indexed int
 }
 
 type toolState struct {
@@ -58,7 +71,28 @@ type toolState struct {
 	status string
 }
 
+// fewTools is the number of tool calls up to which a message's calls are
+// found by a scan rather than through an index.
+const fewTools = 16
+
 func (ms *msgState) tool(callID string) int {
+	if len(ms.tools) > fewTools {
+		if ms.calls == nil {
+			ms.calls, ms.indexed = make(map[string]int, len(ms.tools)), 0
+		}
+		for ; ms.indexed < len(ms.tools); ms.indexed++ {
+			ms.calls[ms.tools[ms.indexed].callID] = ms.indexed
+		}
+		i, ok := ms.calls[callID]
+		if !ok {
+			return -1 // every call of ms is in the map
+		}
+		if i < len(ms.tools) && ms.tools[i].callID == callID {
+			return i
+		}
+		// The entry is another copy's call at that index (a Tx dropped
+		// or not yet committed): rare, so scan.
+	}
 	// The call being streamed is almost always the latest one.
 	for i := len(ms.tools) - 1; i >= 0; i-- {
 		if ms.tools[i].callID == callID {
@@ -66,6 +100,15 @@ func (ms *msgState) tool(callID string) int {
 		}
 	}
 	return -1
+}
+
+// setToolStatus changes the status of call i in place, copying the calls
+// first if a copy of the message may share them.
+func (ms *msgState) setToolStatus(i int, status string) {
+	if !ms.ownTools {
+		ms.tools, ms.ownTools = slices.Clone(ms.tools), true
+	}
+	ms.tools[i].status = status
 }
 
 // threadState is what the thread status is derived from, kept up to date so
@@ -120,7 +163,9 @@ func NewMachine(threadID string) *Machine {
 }
 
 // Clone returns a deep copy of m. Its cost grows with the number of runs and
-// messages, so speculate with a Tx where a batch is enough.
+// messages, so speculate with a Tx where a batch is enough. It notes in m
+// that the clone shares m's tool calls, so like every other use of m it
+// must not run concurrently with one.
 func (m *Machine) Clone() *Machine {
 	c := &Machine{
 		threadID: m.threadID,
@@ -143,8 +188,12 @@ func (m *Machine) Clone() *Machine {
 	// hold 100k messages.
 	ms := make([]msgState, 0, len(m.msgs))
 	for id, s := range m.msgs {
+		// Both sides now share the calls' elements; the index stays m's.
+		s.ownTools = false
 		ms = append(ms, *s)
-		c.msgs[id] = &ms[len(ms)-1]
+		cs := &ms[len(ms)-1]
+		cs.tools, cs.calls, cs.indexed = slices.Clip(s.tools), nil, 0
+		c.msgs[id] = cs
 	}
 	return c
 }

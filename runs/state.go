@@ -37,6 +37,11 @@ type content struct {
 	id    string
 	parts []part
 	meta  json.RawMessage // always a JSON object
+	// calls indexes the tool parts (of the first indexed parts) by call
+	// id once there are more than a few parts, as msgState.calls does.
+	// It is the State's own: Clone leaves it out.
+	calls   map[string]int
+	indexed int
 }
 
 // part is a tether.Part in a form that appends cheaply: a message streamed
@@ -207,6 +212,20 @@ func (s *State) appendText(e *tether.Event, typ string) {
 }
 
 func (c *content) tool(callID string) *part {
+	if len(c.parts) > fewTools {
+		if c.calls == nil {
+			c.calls, c.indexed = make(map[string]int), 0
+		}
+		for ; c.indexed < len(c.parts); c.indexed++ {
+			if p := &c.parts[c.indexed]; p.typ == tether.PartTool {
+				c.calls[p.x.callID] = c.indexed
+			}
+		}
+		if i, ok := c.calls[callID]; ok {
+			return &c.parts[i]
+		}
+		return nil // unreachable: the machine checked the call exists
+	}
 	for i := len(c.parts) - 1; i >= 0; i-- {
 		if p := &c.parts[i]; p.typ == tether.PartTool && p.x.callID == callID {
 			return p
@@ -311,6 +330,7 @@ func (s *State) Clone() *State {
 	xs := make([]extra, running)
 	for i, m := range s.msgs {
 		cs[i] = *m
+		cs[i].calls, cs[i].indexed = nil, 0
 		k := copy(ps, m.parts)
 		parts := ps[:k:k]
 		ps = ps[k:]

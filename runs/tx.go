@@ -30,6 +30,18 @@ type Tx struct {
 	// state is the thread's state after the Tx, if stateSet.
 	state    json.RawMessage
 	stateSet bool
+	// statuses holds the tool calls whose status the Tx changed, set in
+	// the messages' calls at Commit: a Tx never writes a status in place,
+	// since its copy of a message shares the calls with the machine, and
+	// copying them all for each status would make a message of n calls
+	// cost O(n²).
+	statuses map[toolRef]string
+}
+
+// toolRef names a tool call by its message and index in the message's calls.
+type toolRef struct {
+	msg string
+	i   int
 }
 
 // Apply checks e against the state including the earlier events of the Tx
@@ -115,6 +127,9 @@ func (tx *Tx) Commit() {
 	m.order = append(m.order, tx.created...)
 	for id, s := range tx.msgs {
 		m.msgs[id] = s
+	}
+	for ref, st := range tx.statuses {
+		m.msgs[ref.msg].setToolStatus(ref.i, st)
 	}
 	m.th = tx.own
 	if tx.stateSet {
@@ -263,8 +278,33 @@ func (tx *Tx) ownMsg(id string, s *msgState) *msgState {
 		return o
 	}
 	c := *s
+	// As for runs: the copy appends to tools in place (appendOwned). It
+	// shares their elements with s until Commit drops s.
+	s.tools = slices.Clip(s.tools)
 	tx.putMsg(id, &c)
 	return &c
+}
+
+// toolStatus returns the status of call i of message id as the Tx sees it.
+func (tx *Tx) toolStatus(id string, s *msgState, i int) string {
+	if st, ok := tx.statuses[toolRef{id, i}]; ok {
+		return st
+	}
+	return s.tools[i].status
+}
+
+// setToolStatus changes the status of call i of message id, s being the
+// Tx's own copy of the message: in place when writing through, else
+// recorded for Commit.
+func (tx *Tx) setToolStatus(id string, s *msgState, i int, st string) {
+	if tx.direct {
+		s.setToolStatus(i, st)
+		return
+	}
+	if tx.statuses == nil {
+		tx.statuses = make(map[toolRef]string)
+	}
+	tx.statuses[toolRef{id, i}] = st
 }
 
 func (tx *Tx) putMsg(id string, s *msgState) {
@@ -403,7 +443,7 @@ func (tx *Tx) toolStarted(e *tether.Event) error {
 		return conflict("tool call %s already exists in message %s", e.CallID, e.MessageID)
 	}
 	s = tx.ownMsg(e.MessageID, s)
-	s.tools = append(slices.Clip(s.tools), toolState{e.CallID, tether.ToolRunning})
+	s.tools = append(s.tools, toolState{e.CallID, tether.ToolRunning}) // appendOwned
 	s.updated = e.TS
 	return nil
 }
@@ -418,7 +458,7 @@ func (tx *Tx) toolEvent(e *tether.Event) error {
 	if i < 0 {
 		return badRequest("tool call %s not found in message %s", q(e.CallID), e.MessageID)
 	}
-	if s.tools[i].status != tether.ToolRunning {
+	if tx.toolStatus(e.MessageID, s, i) != tether.ToolRunning {
 		return conflict("tool call %s is finished", e.CallID)
 	}
 	s = tx.ownMsg(e.MessageID, s)
@@ -428,8 +468,7 @@ func (tx *Tx) toolEvent(e *tether.Event) error {
 		if !isNull(e.Error) {
 			st = tether.ToolError
 		}
-		s.tools = slices.Clone(s.tools)
-		s.tools[i].status = st
+		tx.setToolStatus(e.MessageID, s, i, st)
 	}
 	return nil
 }
@@ -439,26 +478,23 @@ func (tx *Tx) messageFinished(e *tether.Event) error {
 	if err != nil {
 		return err
 	}
-	finishMessage(tx.ownMsg(e.MessageID, s), tether.MessageStatus(e.Status), e.TS)
+	tx.finishMessage(e.MessageID, s, tether.MessageStatus(e.Status), e.TS)
 	r := tx.ownRun(e.RunID, tx.run(e.RunID))
 	r.running = without(r.running, e.MessageID)
 	return nil
 }
 
 // finishMessage ends a message and the tool calls still running in it.
-func finishMessage(s *msgState, st tether.MessageStatus, ts tether.Time) {
+func (tx *Tx) finishMessage(id string, s *msgState, st tether.MessageStatus, ts tether.Time) {
+	s = tx.ownMsg(id, s)
 	s.status, s.updated = st, ts
 	tool := tether.ToolError
 	if st == tether.MessageDone {
 		tool = tether.ToolDone
 	}
-	copied := false
 	for i := range s.tools {
-		if s.tools[i].status == tether.ToolRunning {
-			if !copied {
-				s.tools, copied = slices.Clone(s.tools), true
-			}
-			s.tools[i].status = tool
+		if tx.toolStatus(id, s, i) == tether.ToolRunning {
+			tx.setToolStatus(id, s, i, tool)
 		}
 	}
 }
@@ -536,7 +572,7 @@ func (tx *Tx) runFinished(e *tether.Event, r *runState) {
 		msgSt = tether.MessageError
 	}
 	for _, id := range r.running {
-		finishMessage(tx.ownMsg(id, tx.msg(id)), msgSt, e.TS)
+		tx.finishMessage(id, tx.msg(id), msgSt, e.TS)
 	}
 	wasPending := r.run.Status == tether.RunPending
 	r = tx.ownRun(e.RunID, r)
