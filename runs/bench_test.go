@@ -146,9 +146,10 @@ func BenchmarkApplyStateDelta(b *testing.B) {
 
 // BenchmarkWideThread folds, as one batch, a thread of n items of a shape
 // (messages open at once in one run, runs pending at once, tool calls in
-// one message): what one large append of such a thread costs.
+// one message, tool parts of one complete message): what one large append
+// of such a thread costs.
 func BenchmarkWideThread(b *testing.B) {
-	for _, shape := range []string{"open messages", "pending runs", "tool calls"} {
+	for _, shape := range []string{"open messages", "pending runs", "tool calls", "tool parts"} {
 		for _, n := range []int{2500, 10000} {
 			evs := wideThread(shape, n)
 			b.Run(fmt.Sprintf("shape=%s/n=%d", strings.ReplaceAll(shape, " ", "_"), n), func(b *testing.B) {

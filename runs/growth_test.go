@@ -21,7 +21,7 @@ func allocated(f func()) uint64 {
 
 // wideThread returns the events of a thread of a given shape with n of its
 // repeated item: messages open at once in one run, runs pending at once,
-// tool calls in one message.
+// tool calls in one message, tool parts of one message.created.
 func wideThread(shape string, n int) []*tether.Event {
 	var evs []*tether.Event
 	switch shape {
@@ -49,6 +49,13 @@ func wideThread(shape string, n int) []*tether.Event {
 		for i := range n {
 			evs = append(evs, toolFinished("r1", "m", fmt.Sprintf("c%d", i)))
 		}
+	case "tool parts": // one complete message
+		msg := &tether.Message{ID: "m", Role: tether.RoleAssistant, Parts: make([]tether.Part, n)}
+		for i := range n {
+			msg.Parts[i] = tether.Part{Type: tether.PartTool, CallID: fmt.Sprintf("call_%08d", i), Name: "tool"}
+		}
+		evs = append(evs, runCreated("r1"), runStarted("r1"),
+			&tether.Event{Type: tether.EventMessageCreated, RunID: "r1", Message: msg})
 	}
 	return stamp(0, evs...)
 }
