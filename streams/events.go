@@ -216,11 +216,48 @@ func decodedLen(r *tether.Record, data json.RawMessage) (int, error) {
 	return len(b), err
 }
 
+// jsonMessages is the messages of a JSON append, compacted and separated
+// by commas: the inside of a JSON array. It is kept as one slice rather
+// than one per message, so that an append of a million tiny messages (a
+// 4 MiB `[0,0,…]`) costs about its size, not a slice and a buffer per
+// message (about 100 times its size).
+type jsonMessages []byte
+
+// joinMessages returns items, each a JSON message, as jsonMessages.
+func joinMessages(items [][]byte) jsonMessages {
+	return bytes.Join(items, []byte{','})
+}
+
+// firstMessage returns the length of the first message of list: up to its
+// first comma outside any string, array or object.
+func firstMessage(list []byte) int {
+	depth, inString := 0, false
+	for i := 0; i < len(list); i++ {
+		switch c := list[i]; {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 0:
+			return i
+		}
+	}
+	return len(list)
+}
+
 // dataEvents returns the events that store one append of body: JSON
 // messages grouped into events of at most chunk bytes, or the bytes cut
 // into chunks. Every event but the last is marked statusContinues, so that
 // the append can be told whole from its pieces.
-func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
+func dataEvents(now tether.Time, jsonMsgs jsonMessages, body []byte, jsonMode bool, chunk int) []*tether.Event {
 	evs := dataPieces(now, jsonMsgs, body, jsonMode, chunk)
 	for _, ev := range evs[:max(len(evs)-1, 0)] {
 		ev.Status = statusContinues
@@ -229,33 +266,26 @@ func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMo
 }
 
 // dataPieces cuts an append into events (see dataEvents), unmarked.
-func dataPieces(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
+func dataPieces(now tether.Time, jsonMsgs jsonMessages, body []byte, jsonMode bool, chunk int) []*tether.Event {
 	var evs []*tether.Event
 	if jsonMode {
-		var buf bytes.Buffer
-		n := 0
-		flush := func() {
-			if n == 0 {
-				return
+		list := []byte(jsonMsgs)
+		for len(list) > 0 {
+			// As many whole messages as fit, with the brackets, in
+			// chunk bytes; at least one.
+			end := firstMessage(list)
+			for end < len(list) {
+				n := firstMessage(list[end+1:])
+				if 1+end+n > chunk {
+					break
+				}
+				end += 1 + n
 			}
-			buf.WriteByte(']')
-			evs = append(evs, &tether.Event{Type: EventData, TS: now, Data: append(json.RawMessage(nil), buf.Bytes()...)})
-			buf.Reset()
-			n = 0
+			data := make(json.RawMessage, 0, end+2)
+			data = append(append(append(data, '['), list[:end]...), ']')
+			evs = append(evs, &tether.Event{Type: EventData, TS: now, Data: data})
+			list = list[min(end+1, len(list)):]
 		}
-		for _, m := range jsonMsgs {
-			if n > 0 && buf.Len()+len(m) > chunk {
-				flush()
-			}
-			if n == 0 {
-				buf.WriteByte('[')
-			} else {
-				buf.WriteByte(',')
-			}
-			buf.Write(m)
-			n++
-		}
-		flush()
 		return evs
 	}
 	for len(body) > 0 {
@@ -270,7 +300,7 @@ func dataPieces(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMo
 // parseJSONBody checks a JSON append and flattens one level of array: each
 // element of a top-level array is one message, anything else is one
 // message. An empty array is refused unless allowEmpty (a create).
-func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
+func parseJSONBody(body []byte, allowEmpty bool) (jsonMessages, error) {
 	// JSON's whitespace only (RFC 8259 §2): bytes.TrimSpace would also take
 	// a form feed, a vertical tab, U+0085 or U+00A0, which are not JSON.
 	body = bytes.Trim(body, " \t\r\n")
@@ -279,24 +309,19 @@ func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
 	if !utf8.Valid(body) || !json.Valid(body) {
 		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
 	}
-	if body[0] != '[' {
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, body)
-		return []json.RawMessage{buf.Bytes()}, nil
+	// Compacting the whole body compacts each message and leaves one
+	// comma between them.
+	var buf bytes.Buffer
+	buf.Grow(len(body))
+	_ = json.Compact(&buf, body)
+	c := buf.Bytes()
+	if c[0] != '[' {
+		return c, nil
 	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(body, &msgs); err != nil {
-		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
-	}
-	if len(msgs) == 0 && !allowEmpty {
+	if len(c) == 2 && !allowEmpty {
 		return nil, errorf(CodeBadRequest, "an append of an empty JSON array has no messages")
 	}
-	for i, m := range msgs {
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, m)
-		msgs[i] = buf.Bytes()
-	}
-	return msgs, nil
+	return c[1 : len(c)-1], nil
 }
 
 // encodeAll encodes events for a batch.
