@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -66,15 +67,11 @@ func decodePiece(r *tether.Record, jsonMode bool) (items [][]byte, continues boo
 		return nil, false, err
 	}
 	if jsonMode {
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(data, &msgs); err != nil {
+		items, err := splitArray(data)
+		if err != nil {
 			return nil, false, fmt.Errorf("decode event %s: %w", r.Offset, err)
 		}
-		out := make([][]byte, len(msgs))
-		for i, m := range msgs {
-			out[i] = m
-		}
-		return out, continues, nil
+		return items, continues, nil
 	}
 	b, err := decodeBytes(r, data)
 	if err != nil {
@@ -251,6 +248,36 @@ func firstMessage(list []byte) int {
 		}
 	}
 	return len(list)
+}
+
+// splitArray returns the elements of a JSON array, slices of data: a
+// read of tiny messages costs a slice header each, not a decoded copy.
+func splitArray(data []byte) ([][]byte, error) {
+	data = bytes.Trim(data, " \t\r\n")
+	if len(data) < 2 || data[0] != '[' || !json.Valid(data) {
+		return nil, errors.New("the data is not a JSON array")
+	}
+	list := bytes.Trim(data[1:len(data)-1], " \t\r\n")
+	if len(list) == 0 {
+		return nil, nil
+	}
+	n := 1
+	for rest := list; ; n++ {
+		k := firstMessage(rest)
+		if k == len(rest) {
+			break
+		}
+		rest = rest[k+1:]
+	}
+	items := make([][]byte, 0, n)
+	for {
+		k := firstMessage(list)
+		items = append(items, bytes.Trim(list[:k], " \t\r\n"))
+		if k == len(list) {
+			return items, nil
+		}
+		list = list[k+1:]
+	}
 }
 
 // dataEvents returns the events that store one append of body: JSON

@@ -49,6 +49,42 @@ func TestJSONAppendOfTinyMessages(t *testing.T) {
 	}
 }
 
+// TestJSONReadOfTinyMessages reads such an append back: every message, at
+// the cost of a slice header each (24 bytes, 12 times a 2-byte message)
+// and what the store reads; a decoded copy of each made it about 100 times.
+func TestJSONReadOfTinyMessages(t *testing.T) {
+	e := newEnv(t, streams.Options{})
+	e.create(streams.CreateRequest{Path: "tiny", ContentType: "application/json"})
+	body := tinyMessages(tinyCount)
+	if _, err := e.svc.Append(context.Background(), streams.AppendRequest{Path: "tiny", ContentType: "application/json", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	got := allocated(func() {
+		for offset, done := "-1", false; !done; {
+			res, err := e.svc.Read(context.Background(), "tiny", offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range res.Items {
+				if string(it) != "0" {
+					t.Fatalf("message %d is %q, want 0", read, it)
+				}
+				read++
+			}
+			offset, done = res.Next, res.UpToDate
+		}
+	})
+	if read != tinyCount {
+		t.Errorf("read %d messages back, want %d", read, tinyCount)
+	}
+	t.Logf("%d bytes allocated, %.1f times the body", got, float64(got)/float64(len(body)))
+	if got > 50*uint64(len(body)) {
+		t.Errorf("a read of %d bytes (%d messages) allocated %d bytes: %.0f times its size, want at most 50",
+			len(body), tinyCount, got, float64(got)/float64(len(body)))
+	}
+}
+
 // TestJSONMessagesWithCommasAndBrackets: messages are told apart by the
 // commas between them, never one in a string, an array or an object, and
 // pieces of an append (here of 8 bytes at most) hold whole messages.
