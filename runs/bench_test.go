@@ -167,3 +167,23 @@ func BenchmarkWideThread(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMetadataUpdates folds into a State n message.updated events
+// that each add a key to one message's metadata.
+func BenchmarkMetadataUpdates(b *testing.B) {
+	for _, n := range []int{2000, 8000} {
+		evs := wideThread("metadata updates", n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := NewState(newThread())
+				for _, e := range evs {
+					if err := s.Apply(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.Snapshot() // writes the metadata out once
+			}
+		})
+	}
+}

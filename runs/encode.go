@@ -74,7 +74,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 		b = appendString(b, string(ms.status))
 		b = appendTime(b, ms.started)
 		b = appendTime(b, ms.updated)
-		b = appendBytes(b, c.meta)
+		b = appendBytes(b, c.metadata())
 		b = binary.AppendUvarint(b, uint64(len(c.parts)))
 		for i := range c.parts {
 			p := &c.parts[i]
@@ -113,7 +113,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 func (s *State) encodedSizeHint() int {
 	n := 256 + len(s.m.state) + 256*len(s.m.order) + 96*len(s.ends)
 	for _, c := range s.msgs {
-		n += 96 + len(c.meta)
+		n += 96 + len(c.metadata())
 		for i := range c.parts {
 			n += 8 + len(c.parts[i].text)
 			if x := c.parts[i].x; x != nil {

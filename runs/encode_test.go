@@ -286,7 +286,8 @@ func TestDecodeStateRejects(t *testing.T) {
 // added to one of these types must be added to the encoding (and the
 // version bumped), or checkpoints would lose it. Counted apart, what is
 // derived and rebuilt after a decode: msgState's ownTools, calls and
-// indexed, content's calls and indexed.
+// indexed, content's calls, indexed and metaTree (written out to meta
+// before an encoding).
 func TestStateEncodingFields(t *testing.T) {
 	for _, c := range []struct {
 		v      any
@@ -294,7 +295,7 @@ func TestStateEncodingFields(t *testing.T) {
 	}{
 		{tether.Run{}, 15}, {tether.InputMessage{}, 4}, {tether.Request{}, 3}, {tether.ErrorInfo{}, 2},
 		{State{}, 9}, {Machine{}, 7}, {runState{}, 2}, {msgState{}, 7 + 3}, {toolState{}, 2}, {threadState{}, 4},
-		{content{}, 3 + 2}, {part{}, 3}, {extra{}, 7},
+		{content{}, 3 + 3}, {part{}, 3}, {extra{}, 7},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {

@@ -76,7 +76,7 @@ func (s *State) message(c *content) tether.Message {
 		Role:         ms.role,
 		Status:       ms.status,
 		Parts:        make([]tether.Part, len(c.parts)),
-		Metadata:     c.meta,
+		Metadata:     c.metadata(),
 		StartedAt:    ms.started,
 		LastUpdateAt: ms.updated,
 	}

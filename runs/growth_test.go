@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -21,7 +22,8 @@ func allocated(f func()) uint64 {
 
 // wideThread returns the events of a thread of a given shape with n of its
 // repeated item: messages open at once in one run, runs pending at once,
-// tool calls in one message, tool parts of one message.created.
+// tool calls in one message, metadata updates of one message, tool parts
+// of one message.created.
 func wideThread(shape string, n int) []*tether.Event {
 	var evs []*tether.Event
 	switch shape {
@@ -48,6 +50,11 @@ func wideThread(shape string, n int) []*tether.Event {
 		}
 		for i := range n {
 			evs = append(evs, toolFinished("r1", "m", fmt.Sprintf("c%d", i)))
+		}
+	case "metadata updates": // a key each, in one message
+		evs = append(evs, runCreated("r1"), runStarted("r1"), msgStarted("r1", "m"))
+		for i := range n {
+			evs = append(evs, msgUpdated("r1", "m", fmt.Sprintf(`{"key_%06d":"some value of a few words"}`, i)))
 		}
 	case "tool parts": // one complete message
 		msg := &tether.Message{ID: "m", Role: tether.RoleAssistant, Parts: make([]tether.Part, n)}
@@ -97,7 +104,7 @@ func TestFoldGrowsLinearly(t *testing.T) {
 		},
 	}
 	const n = 1000
-	for _, shape := range []string{"open messages", "pending runs", "tool calls"} {
+	for _, shape := range []string{"open messages", "pending runs", "tool calls", "metadata updates"} {
 		small, large := wideThread(shape, n), wideThread(shape, 4*n)
 		for name, fold := range folds {
 			a := allocated(func() { fold(t, small) })
@@ -265,4 +272,73 @@ func TestSharedToolCallsStayApart(t *testing.T) {
 	want("before the third Tx commits, c1", probe(m, "c1"), "running")
 	t3.Commit()
 	want("after the third Tx, c1", probe(m, "c1"), "message m is finished")
+}
+
+// TestMetaTreeIsMergePatch: message.updated's patches merged in a tree give
+// byte for byte what MergePatch gives, one patch after the other.
+func TestMetaTreeIsMergePatch(t *testing.T) {
+	for _, c := range []struct {
+		target  string
+		patches []string
+	}{
+		{`{"a":"b"}`, []string{`{"a":"c"}`, `{"b":"c"}`, `{"a":null}`, `{"a":1}`}},
+		{`{"a":{"b":"c"}}`, []string{`{"a":{"b":"d","c":null}}`, `{"a":{"e":{"f":null,"g":[1,{"h":null}]}}}`, `{"a":{"e":{"g":null}}}`}},
+		{`{"e":null}`, []string{`{"a":1}`, `{"e":{"x":1}}`, `{"e":null}`, `{"e":2}`}},
+		{` { "a" : { "x" : 1 } , "b" : [ 1 , 2 ] } `, []string{` { "a" : { "y" : 2 } } `, `{"b":{"c":null,"d":" x "}}`}},
+		{`{"a":1,"a":2}`, []string{`{"b":3,"b":4}`, `{"a":null,"c":{"d":1,"d":{"e":2}}}`}},
+		{`{"a\"<b>":1}`, []string{`{"c":"\u00e9","\u0064":2}`, `{"a\"<b>":null,"d":null}`}},
+		{`{}`, []string{`{"a":{"bb":{"ccc":null}}}`, `{"a":{"bb":{"ccc":1}}}`, `{"a":[]}`, `{"a":{"x":[]}}`}},
+		{`{"a":"x"}`, []string{`{}`, `{"a":{}}`, `{"a":{"b":{}}}`, `{"a":{"b":{"c":true}}}`}},
+	} {
+		tree := newMetaTree(json.RawMessage(c.target))
+		want := json.RawMessage(c.target)
+		for i, p := range c.patches {
+			want = MergePatch(want, json.RawMessage(p))
+			tree.merge(json.RawMessage(p))
+			if got := tree.encode(); string(got) != string(want) {
+				t.Errorf("%s, patch %d (%s): %s, MergePatch gives %s", c.target, i, p, got, want)
+			}
+			if i%2 == 1 { // written out and read again, as a Clone does
+				tree = newMetaTree(tree.encode())
+			}
+		}
+	}
+}
+
+// TestPatchedMetadataStaysApart: metadata patched in a tree is written out
+// for a clone, a snapshot and an encoding, and later patches of the state
+// do not show in a clone taken before them.
+func TestPatchedMetadataStaysApart(t *testing.T) {
+	base := []*tether.Event{runCreated("r1"), runStarted("r1"), msgStarted("r1", "m"),
+		msgUpdated("r1", "m", `{"a":1}`), msgUpdated("r1", "m", `{"b":{"c":2}}`)}
+	s := mustFold(t, base...)
+	c := s.Clone()
+	for _, e := range stamp(len(base), msgUpdated("r1", "m", `{"b":{"d":3},"a":null}`)) {
+		if err := s.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := func(st *State) string { return string(st.Snapshot().Messages[0].Metadata) }
+	if got, want := meta(c), `{"a":1,"b":{"c":2}}`; got != want {
+		t.Errorf("clone: %s, want %s", got, want)
+	}
+	if got, want := meta(s), `{"b":{"c":2,"d":3}}`; got != want {
+		t.Errorf("state: %s, want %s", got, want)
+	}
+	for _, e := range stamp(len(base)+1, msgUpdated("r1", "m", `{"e":4}`)) {
+		if err := s.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := DecodeState(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := meta(d), `{"b":{"c":2,"d":3},"e":4}`; got != want {
+		t.Errorf("decoded: %s, want %s", got, want)
+	}
 }

@@ -36,7 +36,10 @@ type State struct {
 type content struct {
 	id    string
 	parts []part
-	meta  json.RawMessage // always a JSON object
+	meta  json.RawMessage // always a JSON object; stale while metaTree is set
+	// metaTree holds the metadata while message.updated patches it, until
+	// something reads it (metadata).
+	metaTree *metaTree
 	// calls indexes the tool parts (of the first indexed parts) by call
 	// id once there are more than a few parts, as msgState.calls does.
 	// It is the State's own: Clone leaves it out.
@@ -156,7 +159,10 @@ func (s *State) fold(e *tether.Event, finishing []string) {
 		s.finishTool(e)
 	case tether.EventMessageUpdated:
 		c := s.content(e.MessageID)
-		c.meta = MergePatch(c.meta, e.Metadata)
+		if c.metaTree == nil {
+			c.metaTree = newMetaTree(c.meta)
+		}
+		c.metaTree.merge(e.Metadata)
 	case tether.EventMessageFinished:
 		s.syncTools(e.MessageID)
 	case tether.EventRunFinished:
@@ -167,6 +173,15 @@ func (s *State) fold(e *tether.Event, finishing []string) {
 }
 
 func (s *State) content(id string) *content { return s.msgs[s.index[id]] }
+
+// metadata returns the message's metadata, writing out what
+// message.updated patched since it was last read.
+func (c *content) metadata() json.RawMessage {
+	if c.metaTree != nil {
+		c.meta, c.metaTree = c.metaTree.encode(), nil
+	}
+	return c.meta
+}
 
 func (s *State) add(c *content, runID string) {
 	s.index[c.id] = len(s.msgs)
@@ -329,6 +344,7 @@ func (s *State) Clone() *State {
 	ps := make([]part, n)
 	xs := make([]extra, running)
 	for i, m := range s.msgs {
+		m.metadata() // the tree is s's alone
 		cs[i] = *m
 		cs[i].calls, cs[i].indexed = nil, 0
 		k := copy(ps, m.parts)
