@@ -187,3 +187,24 @@ func BenchmarkMetadataUpdates(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStateDeltas checks, as one batch, n state.delta events that
+// each add a key to the thread's state.
+func BenchmarkStateDeltas(b *testing.B) {
+	for _, n := range []int{2000, 8000} {
+		evs := wideThread("state deltas", n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tx := NewMachine(tid).Begin()
+				for _, e := range evs {
+					if err := tx.Apply(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tx.Commit()
+				tx.m.State() // written out once
+			}
+		})
+	}
+}

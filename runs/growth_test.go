@@ -22,8 +22,8 @@ func allocated(f func()) uint64 {
 
 // wideThread returns the events of a thread of a given shape with n of its
 // repeated item: messages open at once in one run, runs pending at once,
-// tool calls in one message, metadata updates of one message, tool parts
-// of one message.created.
+// tool calls in one message, metadata updates of one message, deltas of
+// the thread's state, tool parts of one message.created.
 func wideThread(shape string, n int) []*tether.Event {
 	var evs []*tether.Event
 	switch shape {
@@ -55,6 +55,13 @@ func wideThread(shape string, n int) []*tether.Event {
 		evs = append(evs, runCreated("r1"), runStarted("r1"), msgStarted("r1", "m"))
 		for i := range n {
 			evs = append(evs, msgUpdated("r1", "m", fmt.Sprintf(`{"key_%06d":"some value of a few words"}`, i)))
+		}
+	case "state deltas": // a key each
+		evs = append(evs, runCreated("r1"), runStarted("r1"),
+			&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"keys":{}}`)})
+		for i := range n {
+			evs = append(evs, &tether.Event{Type: tether.EventStateDelta, RunID: "r1",
+				Patch: json.RawMessage(fmt.Sprintf(`[{"op":"add","path":"/keys/key_%06d","value":"some value of a few words"}]`, i))})
 		}
 	case "tool parts": // one complete message
 		msg := &tether.Message{ID: "m", Role: tether.RoleAssistant, Parts: make([]tether.Part, n)}
@@ -104,7 +111,7 @@ func TestFoldGrowsLinearly(t *testing.T) {
 		},
 	}
 	const n = 1000
-	for _, shape := range []string{"open messages", "pending runs", "tool calls", "metadata updates"} {
+	for _, shape := range []string{"open messages", "pending runs", "tool calls", "metadata updates", "state deltas"} {
 		small, large := wideThread(shape, n), wideThread(shape, 4*n)
 		for name, fold := range folds {
 			a := allocated(func() { fold(t, small) })
@@ -341,4 +348,75 @@ func TestPatchedMetadataStaysApart(t *testing.T) {
 	if got, want := meta(d), `{"b":{"c":2,"d":3},"e":4}`; got != want {
 		t.Errorf("decoded: %s, want %s", got, want)
 	}
+}
+
+// TestStateWorkStaysApart: the tree of the thread's state, kept from one
+// state.delta to the next and lent by a Machine to its Tx, never shows a
+// patch of a Tx dropped, of another Tx, or one that failed halfway.
+func TestStateWorkStaysApart(t *testing.T) {
+	delta := func(patch string) *tether.Event {
+		return &tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: json.RawMessage(patch)}
+	}
+	add := func(key string) *tether.Event {
+		return delta(fmt.Sprintf(`[{"op":"add","path":"/%s","value":1}]`, key))
+	}
+	base := []*tether.Event{runCreated("r1"), runStarted("r1"),
+		{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"s":0}`)}}
+	n := len(base)
+	m := NewMachine(tid)
+	apply := func(tx *Tx, evs ...*tether.Event) {
+		t.Helper()
+		for _, e := range stamp(n, evs...) {
+			if err := tx.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n += len(evs)
+	}
+	want := func(what string, got json.RawMessage, w string) {
+		t.Helper()
+		if string(got) != w {
+			t.Errorf("%s: %s, want %s", what, got, w)
+		}
+	}
+	tx := m.Begin()
+	apply(tx, base...)
+	tx.Commit()
+	tx = m.Begin()
+	apply(tx, add("x"), delta(`[]`), delta(`[]`)) // 3 patches: room for a 4th
+	tx.Commit()                                   // m's state is now a tree, unwritten
+
+	a, b := m.Begin(), m.Begin()
+	apply(a, add("a"))
+	apply(b, add("b"))
+	// A failed patch builds the first Tx's tree again from its patches.
+	if err := a.Apply(stamp(n, delta(`[{"op":"remove","path":"/nothing"}]`))[0]); tether.CodeOf(err) != tether.CodeConflict {
+		t.Fatalf("a patch that does not apply: %v, want conflict", err)
+	}
+	want("first Tx", a.State(), `{"s":0,"x":1,"a":1}`)
+	want("second Tx", b.State(), `{"s":0,"x":1,"b":1}`)
+	b.Commit() // a is dropped
+	want("after the second Tx", m.State(), `{"s":0,"x":1,"b":1}`)
+
+	tx = m.Begin()
+	apply(tx, add("c"))
+	err := tx.Apply(stamp(n, delta(`[{"op":"add","path":"/d","value":1},{"op":"test","path":"/d","value":2}]`))[0])
+	if tether.CodeOf(err) != tether.CodeConflict {
+		t.Fatalf("a patch whose test fails: %v, want conflict", err)
+	}
+	apply(tx, add("e"))
+	tx.Commit()
+	want("after a patch that failed halfway", m.State(), `{"s":0,"x":1,"b":1,"c":1,"e":1}`)
+
+	// A State folds deltas into its own tree; a clone keeps the state as
+	// it was.
+	s := mustFold(t, append(base, add("x"), add("y"))...)
+	c := s.Clone()
+	for _, e := range stamp(len(base)+2, add("z")) {
+		if err := s.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("clone", c.Snapshot().State, `{"s":0,"x":1,"y":1}`)
+	want("state", s.Snapshot().State, `{"s":0,"x":1,"y":1,"z":1}`)
 }

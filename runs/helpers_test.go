@@ -142,7 +142,7 @@ func mustFold(t testing.TB, evs ...*tether.Event) *State {
 // tests can compare machines.
 func dump(m *Machine) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "thread %s order=%v th=%+v state=%s\n", m.threadID, m.order, m.th, m.state)
+	fmt.Fprintf(&b, "thread %s order=%v th=%+v state=%s\n", m.threadID, m.order, m.th, m.State())
 	ids := make([]string, 0, len(m.runs))
 	for id := range m.runs {
 		ids = append(ids, id)

@@ -21,8 +21,10 @@ type Machine struct {
 	th       threadState
 	// state is the thread's state (state.snapshot, state.delta), nil
 	// while null. It is replaced, never modified in place, so clones and
-	// snapshots share it.
+	// snapshots share it. While work is live (state.delta folded
+	// directly), work holds it and state is stale: read it with State.
 	state json.RawMessage
+	work  stateWork
 	// version counts changes, so that a Tx begun before another change
 	// (which its overlay does not see) cannot be committed over it.
 	version uint64
@@ -173,7 +175,7 @@ func (m *Machine) Clone() *Machine {
 		order:    slices.Clone(m.order),
 		msgs:     make(map[string]*msgState, len(m.msgs)),
 		th:       m.th,
-		state:    m.state,
+		state:    m.State(),
 	}
 	// The copies are full (cap == len), so that an append on either side
 	// writes to memory the other does not see.
@@ -230,7 +232,12 @@ func (m *Machine) Runs() []tether.Run {
 
 // State returns the thread's state, nil while it is null. It is shared:
 // never modify it.
-func (m *Machine) State() json.RawMessage { return m.state }
+func (m *Machine) State() json.RawMessage {
+	if m.work.live {
+		m.state = m.work.flush()
+	}
+	return m.state
+}
 
 // ActiveRun returns the running or waiting run, if there is one.
 func (m *Machine) ActiveRun() (tether.Run, bool) {

@@ -27,9 +27,11 @@ type Tx struct {
 	created []string // runs created, in order
 	th      *threadState
 	own     threadState
-	// state is the thread's state after the Tx, if stateSet.
+	// state is the thread's state after the Tx, if stateSet (in work
+	// while that is live).
 	state    json.RawMessage
 	stateSet bool
+	work     stateWork
 	// statuses holds the tool calls whose status the Tx changed, set in
 	// the messages' calls at Commit: a Tx never writes a status in place,
 	// since its copy of a message shares the calls with the machine, and
@@ -132,8 +134,11 @@ func (tx *Tx) Commit() {
 		m.msgs[ref.msg].setToolStatus(ref.i, st)
 	}
 	m.th = tx.own
-	if tx.stateSet {
-		m.state = tx.state
+	switch {
+	case tx.work.live: // the state's tree goes to the machine, unwritten
+		m.state, m.work = nil, tx.work
+	case tx.stateSet:
+		m.state, m.work = tx.state, stateWork{}
 	}
 	m.version++
 	tx.done = true
@@ -191,10 +196,16 @@ func (tx *Tx) Message(id string) (MessageInfo, bool) {
 // State returns the thread's state as it will be after Commit, nil while
 // it is null. It is shared: never modify it.
 func (tx *Tx) State() json.RawMessage {
+	if tx.direct {
+		return tx.m.State()
+	}
+	if tx.work.live {
+		tx.state = tx.work.flush()
+	}
 	if tx.stateSet {
 		return tx.state
 	}
-	return tx.m.state
+	return tx.m.State()
 }
 
 // ThreadStatus returns the thread status as it will be after Commit.
@@ -547,14 +558,39 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 		if err != nil { // unreachable: checkShape parsed it
 			return badRequest("field %q of %s is not a JSON Patch (RFC 6902): %v", "patch", e.Type, err)
 		}
-		if next, err = applyCompact(tx.State(), ops); err != nil {
+		w := &tx.work
+		switch {
+		case tx.direct:
+			w = &tx.m.work
+			if w.lent {
+				w.rebuild()
+			}
+		case !w.live && !tx.stateSet && tx.m.work.live:
+			*w = tx.m.work.lend()
+		}
+		var base json.RawMessage
+		if !w.live {
+			base = tx.State()
+		}
+		if err := w.apply(base, ops, len(e.Patch)); err != nil {
 			return conflict("the patch of %s does not apply to the thread's state: %v", e.Type, err)
 		}
+		if !tx.direct {
+			tx.stateSet = true // in tx.work until State or Commit
+		}
+		if w.due() {
+			if tx.direct {
+				tx.m.state = w.flush()
+			} else {
+				tx.state = w.flush()
+			}
+		}
+		return nil
 	}
 	if tx.direct {
-		tx.m.state = next
+		tx.m.state, tx.m.work = next, stateWork{}
 	} else {
-		tx.state, tx.stateSet = next, true
+		tx.state, tx.stateSet, tx.work = next, true, stateWork{}
 	}
 	return nil
 }
