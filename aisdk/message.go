@@ -101,7 +101,16 @@ func (p UIPart) MarshalJSON() ([]byte, error) {
 // Apply applies one chunk to m, as useChat's stream processing does (for
 // the chunks the projection makes): the message a stream builds is the
 // chunks applied in order to an empty assistant message.
-func Apply(m *UIMessage, c Chunk) {
+func Apply(m *UIMessage, c Chunk) { apply(m, c, nil) }
+
+// partIndex finds the tool parts of a message being built by call id, so
+// that a message of n tool calls is built in O(n), not O(n²) as searching
+// its parts for each chunk does.
+type partIndex map[string]int
+
+// apply is Apply, finding parts through idx if it is not nil (it must then
+// have seen every chunk applied to m).
+func apply(m *UIMessage, c Chunk, idx partIndex) {
 	if m.Role == "" {
 		m.Role = "assistant"
 	}
@@ -114,7 +123,13 @@ func Apply(m *UIMessage, c Chunk) {
 		return nil
 	}
 	tool := func(id string) *UIPart {
-		return last(func(p *UIPart) bool { return p.ToolCallID == id })
+		if idx == nil {
+			return last(func(p *UIPart) bool { return p.ToolCallID == id })
+		}
+		if i, ok := idx[id]; ok {
+			return &m.Parts[i]
+		}
+		return nil
 	}
 	switch c.Type {
 	case ChunkStart:
@@ -151,6 +166,9 @@ func Apply(m *UIMessage, c Chunk) {
 		if p == nil {
 			m.Parts = append(m.Parts, UIPart{ToolCallID: c.ToolCallID})
 			p = &m.Parts[len(m.Parts)-1]
+			if idx != nil {
+				idx[c.ToolCallID] = len(m.Parts) - 1
+			}
 		}
 		p.Type = "tool-" + c.ToolName
 		p.ToolName = ""
@@ -179,6 +197,7 @@ func Apply(m *UIMessage, c Chunk) {
 		}
 	default:
 		if strings.HasPrefix(c.Type, ChunkDataPrefix) && !c.Transient {
+			// Not indexed: the chunks Messages applies have no data ids.
 			if c.ID != "" {
 				if p := last(func(p *UIPart) bool { return p.Type == c.Type && p.ID == c.ID }); p != nil {
 					p.Data = c.Data
@@ -293,10 +312,11 @@ func Messages(snap *tether.Snapshot) []UIMessage {
 		}
 		chunks, _ := Prelude(&tether.Snapshot{Runs: []tether.Run{r}, Messages: msgs})
 		ui := UIMessage{}
+		idx := partIndex{}
 		started := false
 		for _, c := range chunks {
 			started = started || c.Type == ChunkStart
-			Apply(&ui, c)
+			apply(&ui, c, idx)
 		}
 		if started && !replaced[ui.ID] {
 			if ui.Parts == nil {

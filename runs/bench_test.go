@@ -143,3 +143,68 @@ func BenchmarkApplyStateDelta(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWideThread folds, as one batch, a thread of n items of a shape
+// (messages open at once in one run, runs pending at once, tool calls in
+// one message, tool parts of one complete message): what one large append
+// of such a thread costs.
+func BenchmarkWideThread(b *testing.B) {
+	for _, shape := range []string{"open messages", "pending runs", "tool calls", "tool parts"} {
+		for _, n := range []int{2500, 10000} {
+			evs := wideThread(shape, n)
+			b.Run(fmt.Sprintf("shape=%s/n=%d", strings.ReplaceAll(shape, " ", "_"), n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					tx := NewMachine(tid).Begin()
+					for _, e := range evs {
+						if err := tx.Apply(e); err != nil {
+							b.Fatal(err)
+						}
+					}
+					tx.Commit()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMetadataUpdates folds into a State n message.updated events
+// that each add a key to one message's metadata.
+func BenchmarkMetadataUpdates(b *testing.B) {
+	for _, n := range []int{2000, 8000} {
+		evs := wideThread("metadata updates", n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := NewState(newThread())
+				for _, e := range evs {
+					if err := s.Apply(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.Snapshot() // writes the metadata out once
+			}
+		})
+	}
+}
+
+// BenchmarkStateDeltas checks, as one batch, n state.delta events that
+// each add a key to the thread's state.
+func BenchmarkStateDeltas(b *testing.B) {
+	for _, n := range []int{2000, 8000} {
+		evs := wideThread("state deltas", n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tx := NewMachine(tid).Begin()
+				for _, e := range evs {
+					if err := tx.Apply(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tx.Commit()
+				tx.m.State() // written out once
+			}
+		})
+	}
+}

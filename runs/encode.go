@@ -55,7 +55,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 	b = appendTime(b, s.updated)
 	b = appendString(b, string(s.offset))
 	b = appendString(b, string(m.th.last))
-	b = appendBytes(b, m.state)
+	b = appendBytes(b, m.State())
 
 	b = binary.AppendUvarint(b, uint64(len(m.order)))
 	for _, id := range m.order {
@@ -75,7 +75,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 		b = appendString(b, string(ms.status))
 		b = appendTime(b, ms.started)
 		b = appendTime(b, ms.updated)
-		b = appendBytes(b, c.meta)
+		b = appendBytes(b, c.metadata())
 		b = binary.AppendUvarint(b, uint64(len(c.parts)))
 		for i := range c.parts {
 			p := &c.parts[i]
@@ -112,9 +112,9 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 
 // encodedSizeHint is a guess of the encoding's size, to allocate once.
 func (s *State) encodedSizeHint() int {
-	n := 256 + len(s.m.state) + 256*len(s.m.order) + 96*len(s.ends)
+	n := 256 + len(s.m.State()) + 256*len(s.m.order) + 96*len(s.ends)
 	for _, c := range s.msgs {
-		n += 96 + len(c.meta)
+		n += 96 + len(c.metadata())
 		for i := range c.parts {
 			n += 8 + len(c.parts[i].text)
 			if x := c.parts[i].x; x != nil {

@@ -49,7 +49,7 @@ func (s *State) MessageSnapshot(messageID string) (*tether.Snapshot, bool) {
 }
 
 func (s *State) snapshot(runs []tether.Run) *tether.Snapshot {
-	return &tether.Snapshot{Thread: s.Thread(), Runs: runs, Offset: s.offset, State: s.m.state}
+	return &tether.Snapshot{Thread: s.Thread(), Runs: runs, Offset: s.offset, State: s.m.State()}
 }
 
 // Thread returns the thread's row as of Offset(): as created, with its status
@@ -76,7 +76,7 @@ func (s *State) message(c *content) tether.Message {
 		Role:         ms.role,
 		Status:       ms.status,
 		Parts:        make([]tether.Part, len(c.parts)),
-		Metadata:     c.meta,
+		Metadata:     c.metadata(),
 		StartedAt:    ms.started,
 		LastUpdateAt: ms.updated,
 	}

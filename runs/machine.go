@@ -21,8 +21,10 @@ type Machine struct {
 	th       threadState
 	// state is the thread's state (state.snapshot, state.delta), nil
 	// while null. It is replaced, never modified in place, so clones and
-	// snapshots share it.
+	// snapshots share it. While work is live (state.delta folded
+	// directly), work holds it and state is stale: read it with State.
 	state json.RawMessage
+	work  stateWork
 	// version counts changes, so that a Tx begun before another change
 	// (which its overlay does not see) cannot be committed over it.
 	version uint64
@@ -30,15 +32,18 @@ type Machine struct {
 
 // runState is a run and the ids of its non-terminal messages. A runState
 // reachable from a Machine is never modified in place by a Tx: it is
-// copied into the overlay first. running is never modified in place either
-// (it is replaced), so copies may share it.
+// copied into the overlay first. The elements of running are never
+// modified in place (a removal makes a new slice or drops the first), so
+// copies may share them; only one holder at a time may append in place,
+// into capacity no other holder sees (see appendOwned).
 type runState struct {
 	run     tether.Run
 	running []string
 }
 
-// msgState is what the state machine knows of a message. tools is replaced,
-// never modified in place, so copies may share it.
+// msgState is what the state machine knows of a message. Copies share
+// tools: it is appended to like runState.running (appendOwned), and its
+// elements change in place only while ownTools says no copy shares them.
 type msgState struct {
 	runID string
 	role  tether.Role
@@ -49,6 +54,18 @@ type msgState struct {
 	started tether.Time
 	updated tether.Time
 	tools   []toolState
+	// ownTools: the elements of tools are this msgState's alone, so a
+	// call's status may change in place. Machine.Clone clears it on both
+	// sides; a Tx never changes a status in place but records it
+	// (Tx.toolStatus) until Commit.
+	ownTools bool
+	// calls indexes tools by call id (the first indexed of them) once a
+	// message has more than a few calls, so that finding a call costs
+	// O(1) whatever their number. A Tx's copy of the message shares the
+	// map with the machine and adds its own calls to it: an entry counts
+	// only if tools holds that call at that index (see tool).
+	calls   map[string]int
+	indexed int
 }
 
 type toolState struct {
@@ -56,7 +73,28 @@ type toolState struct {
 	status string
 }
 
+// fewTools is the number of tool calls up to which a message's calls are
+// found by a scan rather than through an index.
+const fewTools = 16
+
 func (ms *msgState) tool(callID string) int {
+	if len(ms.tools) > fewTools {
+		if ms.calls == nil {
+			ms.calls, ms.indexed = make(map[string]int, len(ms.tools)), 0
+		}
+		for ; ms.indexed < len(ms.tools); ms.indexed++ {
+			ms.calls[ms.tools[ms.indexed].callID] = ms.indexed
+		}
+		i, ok := ms.calls[callID]
+		if !ok {
+			return -1 // every call of ms is in the map
+		}
+		if i < len(ms.tools) && ms.tools[i].callID == callID {
+			return i
+		}
+		// The entry is another copy's call at that index (a Tx dropped
+		// or not yet committed): rare, so scan.
+	}
 	// The call being streamed is almost always the latest one.
 	for i := len(ms.tools) - 1; i >= 0; i-- {
 		if ms.tools[i].callID == callID {
@@ -66,12 +104,21 @@ func (ms *msgState) tool(callID string) int {
 	return -1
 }
 
+// setToolStatus changes the status of call i in place, copying the calls
+// first if a copy of the message may share them.
+func (ms *msgState) setToolStatus(i int, status string) {
+	if !ms.ownTools {
+		ms.tools, ms.ownTools = slices.Clone(ms.tools), true
+	}
+	ms.tools[i].status = status
+}
+
 // threadState is what the thread status is derived from, kept up to date so
 // that deriving it costs O(1) whatever the number of runs.
 type threadState struct {
 	active  string   // the running or waiting run; at most one exists
 	waiting bool     // active is waiting
-	pending []string // pending runs, creation order; replaced, never modified in place
+	pending []string // pending runs, creation order; shared like runState.running
 	last    tether.RunStatus
 }
 
@@ -118,7 +165,9 @@ func NewMachine(threadID string) *Machine {
 }
 
 // Clone returns a deep copy of m. Its cost grows with the number of runs and
-// messages, so speculate with a Tx where a batch is enough.
+// messages, so speculate with a Tx where a batch is enough. It notes in m
+// that the clone shares m's tool calls, so like every other use of m it
+// must not run concurrently with one.
 func (m *Machine) Clone() *Machine {
 	c := &Machine{
 		threadID: m.threadID,
@@ -126,19 +175,27 @@ func (m *Machine) Clone() *Machine {
 		order:    slices.Clone(m.order),
 		msgs:     make(map[string]*msgState, len(m.msgs)),
 		th:       m.th,
-		state:    m.state,
+		state:    m.State(),
 	}
+	// The copies are full (cap == len), so that an append on either side
+	// writes to memory the other does not see.
+	c.th.pending = slices.Clip(c.th.pending)
 	rs := make([]runState, 0, len(m.runs))
 	for id, r := range m.runs {
 		rs = append(rs, *r)
+		rs[len(rs)-1].running = slices.Clip(r.running)
 		c.runs[id] = &rs[len(rs)-1]
 	}
 	// One allocation for every message instead of one each: threads can
 	// hold 100k messages.
 	ms := make([]msgState, 0, len(m.msgs))
 	for id, s := range m.msgs {
+		// Both sides now share the calls' elements; the index stays m's.
+		s.ownTools = false
 		ms = append(ms, *s)
-		c.msgs[id] = &ms[len(ms)-1]
+		cs := &ms[len(ms)-1]
+		cs.tools, cs.calls, cs.indexed = slices.Clip(s.tools), nil, 0
+		c.msgs[id] = cs
 	}
 	return c
 }
@@ -149,6 +206,9 @@ func (m *Machine) Clone() *Machine {
 func (m *Machine) Begin() *Tx {
 	tx := &Tx{m: m, version: m.version, own: m.th}
 	tx.th = &tx.own
+	// The Tx appends to its copy of the pending runs in place: the spare
+	// capacity becomes the Tx's alone (appendOwned).
+	m.th.pending = slices.Clip(m.th.pending)
 	return tx
 }
 
@@ -172,7 +232,12 @@ func (m *Machine) Runs() []tether.Run {
 
 // State returns the thread's state, nil while it is null. It is shared:
 // never modify it.
-func (m *Machine) State() json.RawMessage { return m.state }
+func (m *Machine) State() json.RawMessage {
+	if m.work.live {
+		m.state = m.work.flush()
+	}
+	return m.state
+}
 
 // ActiveRun returns the running or waiting run, if there is one.
 func (m *Machine) ActiveRun() (tether.Run, bool) {

@@ -141,3 +141,77 @@ func writeMerged(buf *bytes.Buffer, target, patch json.RawMessage) {
 	}
 	buf.WriteByte('}')
 }
+
+// metaTree is the metadata of a message being patched by message.updated:
+// the merged object kept as a tree (see expand), so that a patch costs
+// what it changes, not a decoding and an encoding of the whole metadata
+// (a message given 10,000 keys one message.updated at a time cost
+// O(n²): 58 s). Its JSON is written out when something reads it. It
+// gives what MergePatch gives (TestMetaTreeIsMergePatch).
+type metaTree struct{ root *node }
+
+// newMetaTree returns the tree of an object, valid JSON.
+func newMetaTree(target json.RawMessage) *metaTree {
+	return &metaTree{root: objectNode(compactRaw(target))}
+}
+
+// merge applies a merge patch, a JSON object (valid JSON).
+func (t *metaTree) merge(patch json.RawMessage) {
+	mergeNode(t.root, objectNode(compactRaw(patch)))
+}
+
+// encode returns the tree's JSON, compact.
+func (t *metaTree) encode() json.RawMessage {
+	var buf bytes.Buffer
+	_ = encodeTree(&buf, t.root) // never fails: the values are valid JSON
+	return buf.Bytes()
+}
+
+func compactRaw(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if json.Compact(&buf, raw) != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// objectNode returns raw split one level if it is a JSON object, else an
+// empty object (as MergePatch treats a target that is not one).
+func objectNode(raw json.RawMessage) *node {
+	if v, err := expand(raw); err == nil {
+		if n, ok := v.(*node); ok {
+			return n
+		}
+	}
+	return &node{vals: make(map[string]any)}
+}
+
+// mergeNode merges patch into target as RFC 7396 says: null removes a
+// member, an object merges into the member (an object, or {} if it is
+// not one), anything else replaces it.
+func mergeNode(target, patch *node) {
+	for _, key := range patch.keys {
+		raw, _ := patch.vals[key].(json.RawMessage) // expand leaves members raw
+		switch {
+		case string(raw) == "null":
+			if _, ok := target.vals[key]; ok {
+				target.remove(key)
+			}
+		case len(raw) > 0 && raw[0] == '{':
+			var member *node
+			if old, ok := target.vals[key]; ok {
+				if v, err := expand(old); err == nil {
+					member, _ = v.(*node)
+				}
+			}
+			if member == nil {
+				member = &node{vals: make(map[string]any)}
+			}
+			mergeNode(member, objectNode(raw))
+			target.set(key, member)
+		default:
+			target.set(key, raw)
+		}
+	}
+}

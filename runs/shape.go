@@ -242,9 +242,21 @@ func (m *Machine) checkCreatedMessage(e *tether.Event) error {
 	if err := checkObject(msg.Metadata, "message.metadata", e.Type); err != nil {
 		return err
 	}
+	// Call ids seen so far, so that a message of n tool parts is checked
+	// in O(n), not O(n²) as comparing each part with those before it did.
+	var calls map[string]struct{}
 	for i := range msg.Parts {
 		if err := checkPart(msg, i); err != nil {
 			return err
+		}
+		if p := &msg.Parts[i]; p.Type == tether.PartTool {
+			if _, ok := calls[p.CallID]; ok {
+				return badRequest("message %s has two tool parts with call_id %s", msg.ID, p.CallID)
+			}
+			if calls == nil {
+				calls = make(map[string]struct{})
+			}
+			calls[p.CallID] = struct{}{}
 		}
 	}
 	return nil
@@ -275,11 +287,6 @@ func checkPart(msg *tether.Message, i int) error {
 		}
 		if p.Name == "" {
 			return required("name", "a tool part")
-		}
-		for j := range i {
-			if q := &msg.Parts[j]; q.Type == tether.PartTool && q.CallID == p.CallID {
-				return badRequest("message %s has two tool parts with call_id %s", msg.ID, p.CallID)
-			}
 		}
 		switch p.Status {
 		case "", tether.ToolDone, tether.ToolError:

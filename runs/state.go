@@ -37,7 +37,15 @@ type State struct {
 type content struct {
 	id    string
 	parts []part
-	meta  json.RawMessage // always a JSON object
+	meta  json.RawMessage // always a JSON object; stale while metaTree is set
+	// metaTree holds the metadata while message.updated patches it, until
+	// something reads it (metadata).
+	metaTree *metaTree
+	// calls indexes the tool parts (of the first indexed parts) by call
+	// id once there are more than a few parts, as msgState.calls does.
+	// It is the State's own: Clone leaves it out.
+	calls   map[string]int
+	indexed int
 }
 
 // part is a tether.Part in a form that appends cheaply: a message streamed
@@ -152,7 +160,10 @@ func (s *State) fold(e *tether.Event, finishing []string) {
 		s.finishTool(e)
 	case tether.EventMessageUpdated:
 		c := s.content(e.MessageID)
-		c.meta = MergePatch(c.meta, e.Metadata)
+		if c.metaTree == nil {
+			c.metaTree = newMetaTree(c.meta)
+		}
+		c.metaTree.merge(e.Metadata)
 	case tether.EventMessageFinished:
 		s.syncTools(e.MessageID)
 	case tether.EventRunFinished:
@@ -163,6 +174,15 @@ func (s *State) fold(e *tether.Event, finishing []string) {
 }
 
 func (s *State) content(id string) *content { return s.msgs[s.index[id]] }
+
+// metadata returns the message's metadata, writing out what
+// message.updated patched since it was last read.
+func (c *content) metadata() json.RawMessage {
+	if c.metaTree != nil {
+		c.meta, c.metaTree = c.metaTree.encode(), nil
+	}
+	return c.meta
+}
 
 func (s *State) add(c *content, runID string) {
 	s.index[c.id] = len(s.msgs)
@@ -208,6 +228,20 @@ func (s *State) appendText(e *tether.Event, typ string) {
 }
 
 func (c *content) tool(callID string) *part {
+	if len(c.parts) > fewTools {
+		if c.calls == nil {
+			c.calls, c.indexed = make(map[string]int), 0
+		}
+		for ; c.indexed < len(c.parts); c.indexed++ {
+			if p := &c.parts[c.indexed]; p.typ == tether.PartTool {
+				c.calls[p.x.callID] = c.indexed
+			}
+		}
+		if i, ok := c.calls[callID]; ok {
+			return &c.parts[i]
+		}
+		return nil // unreachable: the machine checked the call exists
+	}
 	for i := len(c.parts) - 1; i >= 0; i-- {
 		if p := &c.parts[i]; p.typ == tether.PartTool && p.x.callID == callID {
 			return p
@@ -311,7 +345,9 @@ func (s *State) Clone() *State {
 	ps := make([]part, n)
 	xs := make([]extra, running)
 	for i, m := range s.msgs {
+		m.metadata() // the tree is s's alone
 		cs[i] = *m
+		cs[i].calls, cs[i].indexed = nil, 0
 		k := copy(ps, m.parts)
 		parts := ps[:k:k]
 		ps = ps[k:]

@@ -27,9 +27,23 @@ type Tx struct {
 	created []string // runs created, in order
 	th      *threadState
 	own     threadState
-	// state is the thread's state after the Tx, if stateSet.
+	// state is the thread's state after the Tx, if stateSet (in work
+	// while that is live).
 	state    json.RawMessage
 	stateSet bool
+	work     stateWork
+	// statuses holds the tool calls whose status the Tx changed, set in
+	// the messages' calls at Commit: a Tx never writes a status in place,
+	// since its copy of a message shares the calls with the machine, and
+	// copying them all for each status would make a message of n calls
+	// cost O(n²).
+	statuses map[toolRef]string
+}
+
+// toolRef names a tool call by its message and index in the message's calls.
+type toolRef struct {
+	msg string
+	i   int
 }
 
 // Apply checks e against the state including the earlier events of the Tx
@@ -116,9 +130,15 @@ func (tx *Tx) Commit() {
 	for id, s := range tx.msgs {
 		m.msgs[id] = s
 	}
+	for ref, st := range tx.statuses {
+		m.msgs[ref.msg].setToolStatus(ref.i, st)
+	}
 	m.th = tx.own
-	if tx.stateSet {
-		m.state = tx.state
+	switch {
+	case tx.work.live: // the state's tree goes to the machine, unwritten
+		m.state, m.work = nil, tx.work
+	case tx.stateSet:
+		m.state, m.work = tx.state, stateWork{}
 	}
 	m.version++
 	tx.done = true
@@ -176,10 +196,16 @@ func (tx *Tx) Message(id string) (MessageInfo, bool) {
 // State returns the thread's state as it will be after Commit, nil while
 // it is null. It is shared: never modify it.
 func (tx *Tx) State() json.RawMessage {
+	if tx.direct {
+		return tx.m.State()
+	}
+	if tx.work.live {
+		tx.state = tx.work.flush()
+	}
 	if tx.stateSet {
 		return tx.state
 	}
-	return tx.m.state
+	return tx.m.State()
 }
 
 // ThreadStatus returns the thread status as it will be after Commit.
@@ -236,6 +262,9 @@ func (tx *Tx) ownRun(id string, r *runState) *runState {
 		return o
 	}
 	c := *r
+	// The copy appends to running in place: its spare capacity becomes
+	// the copy's alone (appendOwned).
+	r.running = slices.Clip(r.running)
 	tx.putRun(id, &c)
 	return &c
 }
@@ -260,8 +289,33 @@ func (tx *Tx) ownMsg(id string, s *msgState) *msgState {
 		return o
 	}
 	c := *s
+	// As for runs: the copy appends to tools in place (appendOwned). It
+	// shares their elements with s until Commit drops s.
+	s.tools = slices.Clip(s.tools)
 	tx.putMsg(id, &c)
 	return &c
+}
+
+// toolStatus returns the status of call i of message id as the Tx sees it.
+func (tx *Tx) toolStatus(id string, s *msgState, i int) string {
+	if st, ok := tx.statuses[toolRef{id, i}]; ok {
+		return st
+	}
+	return s.tools[i].status
+}
+
+// setToolStatus changes the status of call i of message id, s being the
+// Tx's own copy of the message: in place when writing through, else
+// recorded for Commit.
+func (tx *Tx) setToolStatus(id string, s *msgState, i int, st string) {
+	if tx.direct {
+		s.setToolStatus(i, st)
+		return
+	}
+	if tx.statuses == nil {
+		tx.statuses = make(map[toolRef]string)
+	}
+	tx.statuses[toolRef{id, i}] = st
 }
 
 func (tx *Tx) putMsg(id string, s *msgState) {
@@ -317,7 +371,7 @@ func (tx *Tx) runCreated(e *tether.Event) error {
 	} else {
 		tx.created = append(tx.created, id)
 	}
-	tx.th.pending = append(slices.Clip(tx.th.pending), id)
+	tx.th.pending = append(tx.th.pending, id) // appendOwned
 	return nil
 }
 
@@ -387,7 +441,7 @@ func (tx *Tx) messageStarted(e *tether.Event, r *runState) error {
 		runID: e.RunID, role: e.Role, status: tether.MessageRunning, started: e.TS, updated: e.TS,
 	})
 	r = tx.ownRun(e.RunID, r)
-	r.running = append(slices.Clip(r.running), e.MessageID)
+	r.running = append(r.running, e.MessageID) // appendOwned
 	return nil
 }
 
@@ -400,7 +454,7 @@ func (tx *Tx) toolStarted(e *tether.Event) error {
 		return conflict("tool call %s already exists in message %s", e.CallID, e.MessageID)
 	}
 	s = tx.ownMsg(e.MessageID, s)
-	s.tools = append(slices.Clip(s.tools), toolState{e.CallID, tether.ToolRunning})
+	s.tools = append(s.tools, toolState{e.CallID, tether.ToolRunning}) // appendOwned
 	s.updated = e.TS
 	return nil
 }
@@ -415,7 +469,7 @@ func (tx *Tx) toolEvent(e *tether.Event) error {
 	if i < 0 {
 		return badRequest("tool call %s not found in message %s", q(e.CallID), e.MessageID)
 	}
-	if s.tools[i].status != tether.ToolRunning {
+	if tx.toolStatus(e.MessageID, s, i) != tether.ToolRunning {
 		return conflict("tool call %s is finished", e.CallID)
 	}
 	s = tx.ownMsg(e.MessageID, s)
@@ -425,8 +479,7 @@ func (tx *Tx) toolEvent(e *tether.Event) error {
 		if !isNull(e.Error) {
 			st = tether.ToolError
 		}
-		s.tools = slices.Clone(s.tools)
-		s.tools[i].status = st
+		tx.setToolStatus(e.MessageID, s, i, st)
 	}
 	return nil
 }
@@ -436,26 +489,23 @@ func (tx *Tx) messageFinished(e *tether.Event) error {
 	if err != nil {
 		return err
 	}
-	finishMessage(tx.ownMsg(e.MessageID, s), tether.MessageStatus(e.Status), e.TS)
+	tx.finishMessage(e.MessageID, s, tether.MessageStatus(e.Status), e.TS)
 	r := tx.ownRun(e.RunID, tx.run(e.RunID))
 	r.running = without(r.running, e.MessageID)
 	return nil
 }
 
 // finishMessage ends a message and the tool calls still running in it.
-func finishMessage(s *msgState, st tether.MessageStatus, ts tether.Time) {
+func (tx *Tx) finishMessage(id string, s *msgState, st tether.MessageStatus, ts tether.Time) {
+	s = tx.ownMsg(id, s)
 	s.status, s.updated = st, ts
 	tool := tether.ToolError
 	if st == tether.MessageDone {
 		tool = tether.ToolDone
 	}
-	copied := false
 	for i := range s.tools {
-		if s.tools[i].status == tether.ToolRunning {
-			if !copied {
-				s.tools, copied = slices.Clone(s.tools), true
-			}
-			s.tools[i].status = tool
+		if tx.toolStatus(id, s, i) == tether.ToolRunning {
+			tx.setToolStatus(id, s, i, tool)
 		}
 	}
 }
@@ -508,14 +558,39 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 		if err != nil { // unreachable: checkShape parsed it
 			return badRequest("field %q of %s is not a JSON Patch (RFC 6902): %v", "patch", e.Type, err)
 		}
-		if next, err = applyCompact(tx.State(), ops); err != nil {
+		w := &tx.work
+		switch {
+		case tx.direct:
+			w = &tx.m.work
+			if w.lent {
+				w.rebuild()
+			}
+		case !w.live && !tx.stateSet && tx.m.work.live:
+			*w = tx.m.work.lend()
+		}
+		var base json.RawMessage
+		if !w.live {
+			base = tx.State()
+		}
+		if err := w.apply(base, ops, len(e.Patch)); err != nil {
 			return conflict("the patch of %s does not apply to the thread's state: %v", e.Type, err)
 		}
+		if !tx.direct {
+			tx.stateSet = true // in tx.work until State or Commit
+		}
+		if w.due() {
+			if tx.direct {
+				tx.m.state = w.flush()
+			} else {
+				tx.state = w.flush()
+			}
+		}
+		return nil
 	}
 	if tx.direct {
-		tx.m.state = next
+		tx.m.state, tx.m.work = next, stateWork{}
 	} else {
-		tx.state, tx.stateSet = next, true
+		tx.state, tx.stateSet, tx.work = next, true, stateWork{}
 	}
 	return nil
 }
@@ -533,7 +608,7 @@ func (tx *Tx) runFinished(e *tether.Event, r *runState) {
 		msgSt = tether.MessageError
 	}
 	for _, id := range r.running {
-		finishMessage(tx.ownMsg(id, tx.msg(id)), msgSt, e.TS)
+		tx.finishMessage(id, tx.msg(id), msgSt, e.TS)
 	}
 	wasPending := r.run.Status == tether.RunPending
 	r = tx.ownRun(e.RunID, r)
@@ -548,12 +623,26 @@ func (tx *Tx) runFinished(e *tether.Event, r *runState) {
 	tx.th.last = st
 }
 
-// without returns ids without id, in a new slice when it changes, since
-// ids may be shared with a machine or another Tx.
+// appendOwned: the lists of ids a Machine shares with its clones and its
+// Tx (pending runs, a run's running messages) are appended to in place, so
+// that a thread of n pending runs or a run of n open messages costs O(n),
+// not O(n²) as a copy per append did. This is safe because one holder at a
+// time owns the capacity past a list's end: Machine.Clone gives the clone
+// full copies (cap == len), and a Tx taking a copy (Begin, ownRun) clips
+// the machine's, so that the machine's next append copies instead of
+// writing over the Tx's. Elements are never modified in place.
+
+// without returns ids without id, never modifying the elements of ids,
+// since they may be shared with a machine or another Tx. The first id (the
+// oldest pending run, the first message started, the usual one to go) is
+// dropped by slicing, in O(1); any other makes a new slice.
 func without(ids []string, id string) []string {
 	i := slices.Index(ids, id)
 	if i < 0 {
 		return ids
+	}
+	if i == 0 {
+		return ids[1:]
 	}
 	out := make([]string, 0, len(ids)-1)
 	out = append(out, ids[:i]...)

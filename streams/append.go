@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -115,7 +114,7 @@ func (s *Service) append(ctx context.Context, e *entry, v *view, req AppendReque
 		return nil, false, errorf(CodeBadRequest, "an append needs a body (or Stream-Closed: true)")
 	}
 	jsonMode := IsJSON(v.meta.ContentType)
-	var msgs []json.RawMessage
+	var msgs jsonMessages
 	if !closeOnly {
 		switch {
 		case req.ContentType == "":

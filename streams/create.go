@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -174,7 +173,7 @@ func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateReque
 		evs = append(evs, fork.prefix(now, jsonMode, s.opts.ChunkBytes)...)
 	}
 	if len(req.Body) > 0 {
-		var msgs []json.RawMessage
+		var msgs jsonMessages
 		if jsonMode {
 			var err error
 			if msgs, err = parseJSONBody(req.Body, true); err != nil {

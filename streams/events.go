@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -61,15 +62,11 @@ func decodePiece(r *tether.Record, jsonMode bool) (items [][]byte, continues boo
 		return nil, false, err
 	}
 	if jsonMode {
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(data, &msgs); err != nil {
+		items, err := splitArray(data)
+		if err != nil {
 			return nil, false, fmt.Errorf("decode event %s: %w", r.Offset, err)
 		}
-		out := make([][]byte, len(msgs))
-		for i, m := range msgs {
-			out[i] = m
-		}
-		return out, continues, nil
+		return items, continues, nil
 	}
 	b, err := decodeBytes(r, data)
 	if err != nil {
@@ -211,11 +208,78 @@ func decodedLen(r *tether.Record, data json.RawMessage) (int, error) {
 	return len(b), err
 }
 
+// jsonMessages is the messages of a JSON append, compacted and separated
+// by commas: the inside of a JSON array. It is kept as one slice rather
+// than one per message, so that an append of a million tiny messages (a
+// 4 MiB `[0,0,…]`) costs about its size, not a slice and a buffer per
+// message (about 100 times its size).
+type jsonMessages []byte
+
+// joinMessages returns items, each a JSON message, as jsonMessages.
+func joinMessages(items [][]byte) jsonMessages {
+	return bytes.Join(items, []byte{','})
+}
+
+// firstMessage returns the length of the first message of list: up to its
+// first comma outside any string, array or object.
+func firstMessage(list []byte) int {
+	depth, inString := 0, false
+	for i := 0; i < len(list); i++ {
+		switch c := list[i]; {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 0:
+			return i
+		}
+	}
+	return len(list)
+}
+
+// splitArray returns the elements of a JSON array, slices of data: a
+// read of tiny messages costs a slice header each, not a decoded copy.
+func splitArray(data []byte) ([][]byte, error) {
+	data = bytes.Trim(data, " \t\r\n")
+	if len(data) < 2 || data[0] != '[' || !json.Valid(data) {
+		return nil, errors.New("the data is not a JSON array")
+	}
+	list := bytes.Trim(data[1:len(data)-1], " \t\r\n")
+	if len(list) == 0 {
+		return nil, nil
+	}
+	n := 1
+	for rest := list; ; n++ {
+		k := firstMessage(rest)
+		if k == len(rest) {
+			break
+		}
+		rest = rest[k+1:]
+	}
+	items := make([][]byte, 0, n)
+	for {
+		k := firstMessage(list)
+		items = append(items, bytes.Trim(list[:k], " \t\r\n"))
+		if k == len(list) {
+			return items, nil
+		}
+		list = list[k+1:]
+	}
+}
+
 // dataEvents returns the events that store one append of body: JSON
 // messages grouped into events of at most chunk bytes, or the bytes cut
 // into chunks. Every event but the last is marked statusContinues, so that
 // the append can be told whole from its pieces.
-func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
+func dataEvents(now tether.Time, jsonMsgs jsonMessages, body []byte, jsonMode bool, chunk int) []*tether.Event {
 	evs := dataPieces(now, jsonMsgs, body, jsonMode, chunk)
 	for _, ev := range evs[:max(len(evs)-1, 0)] {
 		ev.Status = statusContinues
@@ -224,33 +288,26 @@ func dataEvents(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMo
 }
 
 // dataPieces cuts an append into events (see dataEvents), unmarked.
-func dataPieces(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMode bool, chunk int) []*tether.Event {
+func dataPieces(now tether.Time, jsonMsgs jsonMessages, body []byte, jsonMode bool, chunk int) []*tether.Event {
 	var evs []*tether.Event
 	if jsonMode {
-		var buf bytes.Buffer
-		n := 0
-		flush := func() {
-			if n == 0 {
-				return
+		list := []byte(jsonMsgs)
+		for len(list) > 0 {
+			// As many whole messages as fit, with the brackets, in
+			// chunk bytes; at least one.
+			end := firstMessage(list)
+			for end < len(list) {
+				n := firstMessage(list[end+1:])
+				if 1+end+n > chunk {
+					break
+				}
+				end += 1 + n
 			}
-			buf.WriteByte(']')
-			evs = append(evs, &tether.Event{Type: EventData, TS: now, Data: append(json.RawMessage(nil), buf.Bytes()...)})
-			buf.Reset()
-			n = 0
+			data := make(json.RawMessage, 0, end+2)
+			data = append(append(append(data, '['), list[:end]...), ']')
+			evs = append(evs, &tether.Event{Type: EventData, TS: now, Data: data})
+			list = list[min(end+1, len(list)):]
 		}
-		for _, m := range jsonMsgs {
-			if n > 0 && buf.Len()+len(m) > chunk {
-				flush()
-			}
-			if n == 0 {
-				buf.WriteByte('[')
-			} else {
-				buf.WriteByte(',')
-			}
-			buf.Write(m)
-			n++
-		}
-		flush()
 		return evs
 	}
 	for len(body) > 0 {
@@ -265,7 +322,7 @@ func dataPieces(now tether.Time, jsonMsgs []json.RawMessage, body []byte, jsonMo
 // parseJSONBody checks a JSON append and flattens one level of array: each
 // element of a top-level array is one message, anything else is one
 // message. An empty array is refused unless allowEmpty (a create).
-func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
+func parseJSONBody(body []byte, allowEmpty bool) (jsonMessages, error) {
 	// JSON's whitespace only (RFC 8259 §2): bytes.TrimSpace would also take
 	// a form feed, a vertical tab, U+0085 or U+00A0, which are not JSON.
 	body = bytes.Trim(body, " \t\r\n")
@@ -274,24 +331,19 @@ func parseJSONBody(body []byte, allowEmpty bool) ([]json.RawMessage, error) {
 	if !utf8.Valid(body) || !json.Valid(body) {
 		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
 	}
-	if body[0] != '[' {
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, body)
-		return []json.RawMessage{buf.Bytes()}, nil
+	// Compacting the whole body compacts each message and leaves one
+	// comma between them.
+	var buf bytes.Buffer
+	buf.Grow(len(body))
+	_ = json.Compact(&buf, body)
+	c := buf.Bytes()
+	if c[0] != '[' {
+		return c, nil
 	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(body, &msgs); err != nil {
-		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
-	}
-	if len(msgs) == 0 && !allowEmpty {
+	if len(c) == 2 && !allowEmpty {
 		return nil, errorf(CodeBadRequest, "an append of an empty JSON array has no messages")
 	}
-	for i, m := range msgs {
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, m)
-		msgs[i] = buf.Bytes()
-	}
-	return msgs, nil
+	return c[1 : len(c)-1], nil
 }
 
 // encodeAll encodes events for a batch.

@@ -14,7 +14,7 @@ import (
 // what it reads is what decoding gives.
 func TestEventLayout(t *testing.T) {
 	now := tether.Now()
-	msgs := []json.RawMessage{[]byte(`{"a":"x\"y,z]"}`), []byte(`[1,2]`), []byte(`"s"`)}
+	msgs := joinMessages([][]byte{[]byte(`{"a":"x\"y,z]"}`), []byte(`[1,2]`), []byte(`"s"`)})
 	evs := append(dataEvents(now, msgs, nil, true, 1<<10), dataEvents(now, nil, []byte("\x00\xff binary \"quoted\""), false, 1<<10)...)
 	evs = append(evs, dataEvents(now, nil, []byte("ab"), false, 1<<10)...)
 	// Large appends, in marked pieces.

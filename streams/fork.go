@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -125,10 +124,7 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 			return nil, err
 		}
 		if jsonMode {
-			msgs := make([]json.RawMessage, len(items))
-			for i := range msgs {
-				msgs[i] = items[i]
-			}
+			msgs := joinMessages(items)
 			p.prefix = func(now tether.Time, jsonMode bool, chunk int) []*tether.Event {
 				return dataEvents(now, msgs, nil, true, chunk)
 			}
