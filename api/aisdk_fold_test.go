@@ -54,14 +54,15 @@ func (h *heldStart) ReadPage(ctx context.Context, threadID string, after tether.
 	return h.Store.ReadPage(ctx, threadID, after, limit, maxBytes)
 }
 
-// TestAISDKResumeOfALongRun: a UI message stream resumed mid-run folds
-// the run up to the cursor first; while it does, the run goes on by more
-// events than a subscriber's buffer holds (here 16). The resume still
-// sends every chunk after the cursor and ends with the run. The fold was
-// read through subscriptions of the hub, which cut it (or the stream's
-// own, buffering meanwhile) as too slow: the client resumed, folded
-// again, and was cut again, without end, on a run long enough.
-func TestAISDKResumeOfALongRun(t *testing.T) {
+// resumeDuringLongRun makes a run of 40 text deltas ("a"), then resumes
+// its stream at path(run, the offset of the 20th) while the fold's first
+// read of the store is held, appends 40 more ("b"), one event a batch,
+// more batches than a subscriber's buffer (16) holds, releases the read
+// and finishes the run. It returns the resumed stream's body, read to its
+// end: every delta after the cursor, then the run's end, if the resume
+// holds.
+func resumeDuringLongRun(t *testing.T, path func(run string, cursor tether.Offset) string) string {
+	t.Helper()
 	st := &heldStart{Store: testutil.OpenStore(t, ""), entered: make(chan struct{}), release: make(chan struct{})}
 	var eopts engine.Options
 	eopts.Hub.BufferEvents = 16
@@ -97,7 +98,7 @@ func TestAISDKResumeOfALongRun(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		res, err := http.Get(v.url + "/v1/ai-sdk/ext/chat/t1/stream?run_id=" + run + "&after=" + string(cursor))
+		res, err := http.Get(v.url + path(run, cursor))
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -107,16 +108,30 @@ func TestAISDKResumeOfALongRun(t *testing.T) {
 		got <- answer{res.StatusCode, string(b), err}
 	}()
 	<-st.entered
-	appendText(40, "b") // one event a batch: more batches than the buffer holds
+	appendText(40, "b")
 	close(st.release)
 	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"run.finished","status":"done"}]`, lease...)
 	a := <-got
 	if a.err != nil || a.status != 200 {
 		t.Fatalf("resume: status %d, err %v: %.300s", a.status, a.err, a.body)
 	}
+	return a.body
+}
+
+// TestAISDKResumeOfALongRun: a UI message stream resumed mid-run folds
+// the run up to the cursor first; while it does, the run goes on by more
+// events than a subscriber's buffer holds (here 16). The resume still
+// sends every chunk after the cursor and ends with the run. The fold was
+// read through subscriptions of the hub, which cut it (or the stream's
+// own, buffering meanwhile) as too slow: the client resumed, folded
+// again, and was cut again, without end, on a run long enough.
+func TestAISDKResumeOfALongRun(t *testing.T) {
+	body := resumeDuringLongRun(t, func(run string, cursor tether.Offset) string {
+		return "/v1/ai-sdk/ext/chat/t1/stream?run_id=" + run + "&after=" + string(cursor)
+	})
 	var text strings.Builder
 	finished := false
-	for _, f := range parseUI(t, a.body) {
+	for _, f := range parseUI(t, body) {
 		if f.chunk["type"] == "text-delta" {
 			text.WriteString(f.chunk["delta"].(string))
 		}
