@@ -14,42 +14,15 @@ import (
 	"github.com/tetherhq/tether/store"
 )
 
-// unfinishable is a store whose next commits of a run.finished fail
-// unavailable, as a JetStream store's do while it has no quorum.
-type unfinishable struct {
-	store.Store
-	fails atomic.Int32
-}
-
-func (u *unfinishable) Commit(ctx context.Context, b *store.Batch) (*store.Result, error) {
-	for _, ev := range b.Events {
-		if ev.Type == tether.EventRunFinished && u.fails.Add(-1) >= 0 {
-			return nil, store.ErrUnavailable
-		}
-	}
-	return u.Store.Commit(ctx, b)
-}
-
 // A run whose agent returned while the store could not take its
 // run.finished for a moment still ends as its agent did, once the store
 // is back: the runner tries again. It gave up at once, and the run stayed
 // running until its lease (here an hour) ran out and ended worker_lost.
 func TestFinishRetriedWhileStoreUnavailable(t *testing.T) {
-	st := &unfinishable{Store: testutil.OpenStore(t, "")}
+	st := &failing{Store: testutil.OpenStore(t, ""), typ: tether.EventRunFinished}
 	st.fails.Store(2)
-	e := engine.New(st, engine.Options{LeaseTTL: time.Hour})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	ok := agents.Func(func(ctx context.Context, s *agents.Session) error { return nil })
-	rn := runner.New(e, map[string]agents.Agent{"ok": ok}, runner.Options{})
-	rn.Start()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rn.Shutdown(ctx)
-		e.Close()
-	}()
+	e, _ := worldOn(t, st, map[string]agents.Agent{"ok": ok}, engine.Options{LeaseTTL: time.Hour})
 	run := start(t, e, "ok", `{}`)
 	waitStatus(t, e, run.ID, tether.RunDone)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
 	"go.uber.org/goleak"
 )
 
@@ -23,7 +24,12 @@ func TestMain(m *testing.M) {
 // world is an engine with a runner holding the given agents.
 func world(t *testing.T, as map[string]agents.Agent, opts engine.Options) (*engine.Engine, *runner.Runner) {
 	t.Helper()
-	st := testutil.OpenStore(t, "")
+	return worldOn(t, testutil.OpenStore(t, ""), as, opts)
+}
+
+// worldOn is world on store st (a wrapper that injects faults).
+func worldOn(t *testing.T, st store.Store, as map[string]agents.Agent, opts engine.Options) (*engine.Engine, *runner.Runner) {
+	t.Helper()
 	e := engine.New(st, opts)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)

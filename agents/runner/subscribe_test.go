@@ -10,7 +10,6 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/demo"
-	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
@@ -56,18 +55,7 @@ func (u *unreadable) ReadPage(ctx context.Context, threadID string, after tether
 func TestSubscribeFailsAfterClaim(t *testing.T) {
 	st := &unreadable{Store: testutil.OpenStore(t, "")}
 	st.fails.Store(3)
-	e := engine.New(st, engine.Options{LeaseTTL: time.Hour})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	rn := runner.New(e, map[string]agents.Agent{"demo": demo.New()}, runner.Options{})
-	rn.Start()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rn.Shutdown(ctx)
-		e.Close()
-	}()
+	e, _ := worldOn(t, st, map[string]agents.Agent{"demo": demo.New()}, engine.Options{LeaseTTL: time.Hour})
 	run := start(t, e, "demo", `{"demo":{"tokens":5,"delay_ms":0,"ask":true}}`)
 	snap := waitStatus(t, e, run.ID, tether.RunWaiting)
 	if _, err := e.SubmitInput(context.Background(), run.ID, snap.Runs[0].Request.ID, []byte(`"speed"`)); err != nil {
