@@ -128,10 +128,15 @@ export class Composer {
    * already asked for, and whether the run waits for an answer.
    */
   setActive(active: boolean, stopping: boolean, waiting = false): void {
+    const was = { active: this.active, waiting: this.waiting };
     this.active = active;
     this.waiting = active && waiting;
+    // What was said of a run is unsaid when that run ends (or stops
+    // waiting), not at every update that finds none: a 409 run_active for
+    // a run this page has not heard of yet is said while the view still
+    // shows no run, and must stay until that run shows and ends.
     const said = this.error.textContent;
-    if ((said === BUSY && !active) || (said === ANSWER && !this.waiting)) this.showError(undefined);
+    if ((said === BUSY && was.active && !active) || (said === ANSWER && was.waiting && !this.waiting)) this.showError(undefined);
     if (!active || stopping) this.leaveStop();
     this.sendBtn.hidden = active;
     this.stopBtn.hidden = !active;
