@@ -21,20 +21,9 @@ import (
 func TestStalledBodyIsCut(t *testing.T) {
 	v := newEnv(t, api.Options{Keys: []api.Key{{Token: clientToken, Role: api.RoleClient}},
 		Limits: api.Limits{BodyTimeout: 3 * time.Second, BodyWait: time.Minute}})
-	host := strings.TrimPrefix(v.url, "http://")
 	var conns []*bufio.Reader
 	for range 2 {
-		c, err := net.Dial("tcp", host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		// 4 MiB announced (the default --max-body), 2 bytes sent.
-		fmt.Fprintf(c, "POST /v1/threads HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
-			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"", host, clientToken, 4<<20)
-		// A deadline only so that a failing test ends.
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		conns = append(conns, bufio.NewReader(c))
+		conns = append(conns, stalledBody(t, v.url, "/v1/threads", clientToken, `{"`, 20*time.Second))
 	}
 	testutil.Eventually(t, 10*time.Second, "the stalled bodies hold the whole budget", func() bool {
 		return strings.Contains(string(v.mustDo(200, "GET", "/metrics", nil).body), "tether_body_bytes_in_flight 8.388608e+06\n")
@@ -67,4 +56,22 @@ func TestStalledBodyIsCut(t *testing.T) {
 			break
 		}
 	}
+}
+
+// stalledBody sends a POST to path that announces a body of 4 MiB (the
+// default --max-body) and sends only sent of it, and returns the
+// connection's reader for the answer. The connection closes with the
+// test; its reads time out after wait, only so that a failing test ends.
+func stalledBody(t *testing.T, url, path, token, sent string, wait time.Duration) *bufio.Reader {
+	t.Helper()
+	host := strings.TrimPrefix(url, "http://")
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, token, 4<<20, sent)
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	return bufio.NewReader(c)
 }

@@ -1,11 +1,7 @@
 package api_test
 
 import (
-	"bufio"
-	"fmt"
-	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 )
@@ -19,19 +15,9 @@ func TestWakeActionWithBadTokenHoldsNoBody(t *testing.T) {
 	v := newStreamsEnv(t)
 	v.mustDo(201, "PUT", "/v1/stream/__ds/subscriptions/s1", `{"type":"pull-wake","pattern":"x/**","wake_stream":"wakes"}`,
 		"Authorization", "Bearer "+clientToken, "Content-Type", "application/json")
-	host := strings.TrimPrefix(v.url, "http://")
 	for _, action := range []string{"callback", "ack", "release", "callback"} {
-		c, err := net.Dial("tcp", host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		// 4 MiB announced (the default --max-body), not one byte sent.
-		fmt.Fprintf(c, "POST /v1/stream/__ds/subscriptions/s1/%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer not-a-wake-token\r\n"+
-			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", action, host, 4<<20)
-		// A deadline only so that a failing test ends.
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		// Not one byte of the body sent.
+		res, err := http.ReadResponse(stalledBody(t, v.url, "/v1/stream/__ds/subscriptions/s1/"+action, "not-a-wake-token", "", 10*time.Second), nil)
 		if err != nil {
 			t.Fatalf("%s with a bad token and a body never sent: no answer: %v", action, err)
 		}
