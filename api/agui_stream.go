@@ -60,7 +60,7 @@ func (s *Server) aguiStream(w http.ResponseWriter, r *http.Request, req aguiReq)
 			return
 		}
 	}
-	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done, exp: principalOf(r).Expires, ended: req.ended}
+	st := &aguiWriter{s: s, sub: sub, req: req, reqID: requestID(r), done: done, p: principalOf(r), ended: req.ended}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -105,7 +105,7 @@ type aguiWriter struct {
 	f       frames
 	done    func()
 	unwatch func()
-	exp     time.Time // the token's exp, where the stream is cut; zero: never
+	p       Principal // who opened it: the stream is cut at its token's exp, or once a reload removed its key
 	ended   bool      // once: the AG-UI run served has ended
 	reset   bool      // the server cut the stream: reset, not closed cleanly
 }
@@ -220,7 +220,7 @@ func (st *aguiWriter) run(ctx context.Context) {
 			// thread is appended to without pause may never wait:
 			// neither shutdown, its lifetime nor the token's exp waits
 			// for the beat (endDue).
-			if s.endDue(started, st.exp) != "" {
+			if s.endDue(started, st.p) != "" {
 				st.cut()
 				return
 			}
@@ -237,7 +237,7 @@ func (st *aguiWriter) run(ctx context.Context) {
 			st.cut()
 			return
 		case <-s.beat.next():
-			if s.endDue(started, st.exp) != "" {
+			if s.endDue(started, st.p) != "" {
 				st.cut()
 				return
 			}

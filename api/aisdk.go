@@ -346,7 +346,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 	}
 	defer done()
 	ctx := r.Context()
-	exp := principalOf(r).Expires
+	p := principalOf(r)
 	sub, err := s.subscribe(ctx, req)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -435,7 +435,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			}
 			// A stream far behind may catch up for long: neither
 			// shutdown nor the token's exp waits for that (endDue).
-			switch s.endDue(time.Time{}, exp) {
+			switch s.endDue(time.Time{}, p) {
 			case endShutdown:
 				return
 			case endExpired:
@@ -449,7 +449,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		case <-s.shutdown:
 			return
 		case <-s.beat.next():
-			if s.expired(exp) {
+			if s.lapsed(p) {
 				// The token expired. A clean end would read as the
 				// answer's end to the default transport, so the response
 				// is aborted, an error the client sees as one; it resumes

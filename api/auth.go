@@ -88,9 +88,12 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 // compare secrets byte by byte, and the verifier of signed tokens.
 type auth struct {
 	keys map[[32]byte]Key
-	jwt  *verifier // nil: no signed tokens
+	// roles are the keys' roles by their id (Key.id): a stream opened with
+	// a key ends once a reload removed the key or changed its role (held).
+	roles map[string]Role
+	jwt   *verifier // nil: no signed tokens
 	// jwtErr is why the token options were refused: every JWT is then
-	// refused (tether serve checks them first with TokenOptions.Check).
+	// refused (tether serve refuses such settings at start, loadTokens).
 	jwtErr error
 }
 
@@ -98,10 +101,11 @@ func newAuth(keys []Key, tokens TokenOptions) *auth {
 	if len(keys) == 0 && !tokens.Enabled() {
 		return nil
 	}
-	a := &auth{keys: make(map[[32]byte]Key, len(keys))}
+	a := &auth{keys: make(map[[32]byte]Key, len(keys)), roles: make(map[string]Role, len(keys))}
 	for _, k := range keys {
 		k.id = keyID(k.Token)
 		a.keys[sha256.Sum256([]byte(k.Token))] = k
+		a.roles[k.id] = k.Role
 	}
 	a.jwt, a.jwtErr = newVerifier(tokens)
 	return a
@@ -219,11 +223,12 @@ func (s *Server) guard(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if s.auth == nil || rt.access == accessOpen || rt.access == accessWake {
+		a := s.auth.Load()
+		if a == nil || rt.access == accessOpen || rt.access == accessWake {
 			rt.h.ServeHTTP(w, r)
 			return
 		}
-		p, err := s.auth.check(r)
+		p, err := a.check(r)
 		if err != nil {
 			if c := tether.CodeOf(err); c == tether.CodeUnauthorized || c == tether.CodeTokenExpired {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
@@ -253,7 +258,7 @@ func (s *Server) guard(rt route) http.Handler {
 // worker's only if the run's lease (current, or last once finished) was
 // claimed with it.
 func (s *Server) mayReadRun(ctx context.Context, p Principal, runID string) error {
-	if s.auth == nil || p.Role != RoleWorker {
+	if s.auth.Load() == nil || p.Role != RoleWorker {
 		return nil
 	}
 	held, err := s.e.HeldBy(ctx, runID, p.LeaseID)
@@ -271,8 +276,8 @@ func (s *Server) mayReadRun(ctx context.Context, p Principal, runID string) erro
 // and, when keys are set, an admin token.
 func (s *Server) Admin(h http.Handler) http.Handler {
 	return s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.auth != nil {
-			p, err := s.auth.check(r)
+		if a := s.auth.Load(); a != nil {
+			p, err := a.check(r)
 			if err == nil && p.Role != RoleAdmin {
 				err = tether.Errorf(tether.CodeForbidden, "only an admin token may do this")
 			}

@@ -37,6 +37,12 @@ func (s *Server) expiry(ctx context.Context, p Principal) <-chan struct{} {
 	return ch
 }
 
+// lapsed reports whether p's token no longer admits a stream: a signed
+// token past its exp, or a static key a reload removed (held).
+func (s *Server) lapsed(p Principal) bool {
+	return s.expired(p.Expires) || !s.held(p)
+}
+
 // untilExpiry bounds a long poll's wait by the token's exp: a wait never
 // outlasts it, and answers what it has then.
 func (s *Server) untilExpiry(wait time.Duration, exp time.Time) time.Duration {

@@ -135,7 +135,7 @@ type Server struct {
 	e       *engine.Engine
 	opts    Options
 	log     *slog.Logger
-	auth    *auth
+	auth    atomic.Pointer[auth]        // nil: auth is off; replaced by ReloadAuth
 	cop     *http.CrossOriginProtection // nil: every origin is trusted
 	metrics *metrics
 	quotas  *quotas
@@ -154,9 +154,12 @@ type Server struct {
 // New returns a server over e.
 func New(e *engine.Engine, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{e: e, opts: opts, log: opts.Logger, auth: newAuth(opts.Keys, opts.Tokens), shutdown: make(chan struct{})}
-	if s.auth != nil && s.auth.jwtErr != nil {
-		s.log.Error("signed tokens are off: every one is refused", "err", s.auth.jwtErr)
+	s := &Server{e: e, opts: opts, log: opts.Logger, shutdown: make(chan struct{})}
+	if a := newAuth(opts.Keys, opts.Tokens); a != nil {
+		s.auth.Store(a)
+		if a.jwtErr != nil {
+			s.log.Error("signed tokens are off: every one is refused", "err", a.jwtErr)
+		}
 	}
 	s.cop = newCrossOrigin(opts.CORSOrigins, opts.Logger)
 	s.stopping, s.stopAll = context.WithCancel(context.Background())
@@ -242,7 +245,7 @@ func (s *Server) routes() []route {
 			Live: s.live, Expires: func(r *http.Request) time.Time { return principalOf(r).Expires },
 			// Every stream's rule; the response's own lifetime is
 			// SSELifetime.
-			EndDue: func(r *http.Request) string { return s.endDue(time.Time{}, principalOf(r).Expires) },
+			EndDue: func(r *http.Request) string { return s.endDue(time.Time{}, principalOf(r)) },
 			Now:    s.opts.Tokens.Now,
 		})
 		// Every stream, thread log (threads/) and subscription (__ds/) is

@@ -37,7 +37,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	if !ok {
 		return
 	}
-	st := &sseStream{s: s, reqID: requestID(r), done: done, exp: principalOf(r).Expires}
+	st := &sseStream{s: s, reqID: requestID(r), done: done, p: principalOf(r)}
 	s.metrics.streams.Inc()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -234,7 +234,7 @@ type sseStream struct {
 	reqID string
 	f     frames
 	done  func()    // ends the stream's registration with the server
-	exp   time.Time // the token's exp, where the stream ends; zero: never
+	p     Principal // who opened it: the stream ends at its token's exp, or once a reload removed its key
 	// unwatch, if set, stops watching a taken-over connection for its
 	// client leaving (see watchLeave); unwatchCtx cancels the context the
 	// watch cancels.

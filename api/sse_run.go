@@ -74,7 +74,7 @@ func (st *sseStream) run(ctx context.Context) {
 //
 //go:noinline
 func (st *sseStream) mustEnd(started time.Time) bool {
-	why := st.s.endDue(started, st.exp)
+	why := st.s.endDue(started, st.p)
 	if why == "" {
 		return false
 	}

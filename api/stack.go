@@ -58,14 +58,14 @@ const (
 )
 
 // endDue reports why a stream started at started (zero: a stream without
-// a lifetime, the AI SDK's) and opened with a token of this exp (zero:
-// none) must end now, or "". Every stream's loop asks on its beat and
+// a lifetime, the AI SDK's) and opened by p must end now, or "": p's
+// token reached its exp, or a reload removed its key (lapsed). Every stream's loop asks on its beat and
 // after each write of what was ready: a stream that always has records
 // ready (a thread appended to without pause, a catch-up from far behind,
 // a client that reads slowly) does not wait on the beat, and must not
 // outlive shutdown, its lifetime or its token for that. The Durable
 // Streams handler asks it too (durablestreams.Options.EndDue).
-func (s *Server) endDue(started, exp time.Time) string {
+func (s *Server) endDue(started time.Time, p Principal) string {
 	select {
 	case <-s.shutdown:
 		return endShutdown
@@ -74,7 +74,7 @@ func (s *Server) endDue(started, exp time.Time) string {
 	if !started.IsZero() && time.Since(started) >= s.opts.MaxStreamLifetime {
 		return endLifetime
 	}
-	if s.expired(exp) {
+	if s.lapsed(p) {
 		return endExpired
 	}
 	return ""

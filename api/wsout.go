@@ -154,6 +154,11 @@ func (wc *wsConn) writeLoop() {
 				return
 			}
 		case <-wc.s.beat.next():
+			if !wc.s.held(wc.p) {
+				// A reload removed the socket's key: as at a token's exp.
+				wc.closeWith(w, wsTokenExpired, wsCloseTokenExpired, "token_expired")
+				return
+			}
 			wc.onBeat(w)
 		case <-wc.ctx.Done():
 			return

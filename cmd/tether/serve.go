@@ -62,7 +62,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	natsReplicas := fs.Int("nats-replicas", "TETHER_NATS_REPLICAS", 1, "replicas of the stream and bucket when this node creates them (3 in a 3-server cluster)")
 	fsync := fs.Bool("fsync", "TETHER_FSYNC", false, "fsync every commit (group commit): survive power loss, not only a crash")
 	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "admin API token; clients send Authorization: Bearer <token> ($TETHER_TOKEN)")
-	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client ($TETHER_KEYS)")
+	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client; read again on SIGHUP, as are the --jwt-* files ($TETHER_KEYS)")
 	fs.StringVar(&c.tokens.secretFile, "jwt-secret-file", fs.envOr("TETHER_JWT_SECRET_FILE", ""), "file holding an HMAC secret (at least 32 bytes; trailing whitespace trimmed): accept user tokens (JWTs) signed HS256/HS384/HS512 with it ($TETHER_JWT_SECRET_FILE)")
 	pubKeys := &agentList{items: splitList(fs.envOr("TETHER_JWT_PUBLIC_KEYS", ""))}
 	fs.Var(pubKeys, "jwt-public-key", "PEM file of a public key (RSA, ECDSA or Ed25519): accept user tokens (JWTs) signed with its private key; repeat for more ($TETHER_JWT_PUBLIC_KEYS, comma-separated)")
@@ -216,6 +216,11 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	// closed pipe on stdout or stderr. Ignored, such a write fails (the line
 	// is lost) and serving goes on.
 	signal.Ignore(syscall.SIGPIPE)
+	// SIGHUP reads the keys again (reload.go), once serving; it no longer
+	// ends the server, as Go's default would, without the shutdown below.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log, err := newLogger(c.logLevel, c.logFormat, stderr)
 	if err != nil {
 		return err
@@ -366,10 +371,16 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	log.Info("tether is serving", "url", "http://"+ln.Addr().String(), "data", c.data, "fsync", c.fsync,
 		"auth", auth, "agents", strings.Join(rn.Names(), ","), "run_concurrency", c.runConcurrency, "version", versionString())
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+serving:
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case <-hup:
+			reloadAuth(c, authOn, srv, log)
+		case <-ctx.Done():
+			break serving
+		}
 	}
 
 	// Shutdown, in an order that loses nothing and never hangs on a
