@@ -28,8 +28,9 @@
 // notify function and only then do their Commit calls return.
 //
 // Offsets are tether.FormatOffset(epoch, id): id is the event's row id,
-// never reused (AUTOINCREMENT), and the epoch is bumped at every Open, to at
-// least the current Unix time, and stored with each event. A cursor is
+// never reused (AUTOINCREMENT), and the epoch is bumped at every Open, to
+// the current Unix time (an Open within the second of the one before waits
+// for the next: see nextEpoch), and stored with each event. A cursor is
 // valid only if its id, epoch and thread all match a stored event.
 //
 // Reads use a pool of read-only connections and never wait for the writer.

@@ -14,6 +14,14 @@ func SetCheckpointing(every time.Duration, restartPages int) (restore func()) {
 	return func() { checkpointEvery, walRestartPages = e, p }
 }
 
+// SetSleep changes how the stores opened after it wait for the clock to
+// pass their stored epoch, and returns a function that restores it.
+func SetSleep(sleep func(time.Duration)) (restore func()) {
+	old := epochSleep
+	epochSleep = sleep
+	return func() { epochSleep = old }
+}
+
 // Transactions returns how many transactions the writer has run.
 func Transactions(s *Store) int64 { return s.txs.Load() }
 

@@ -33,7 +33,9 @@ type Options struct {
 	// (whose callers also get the error), a failed checkpoint. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
-	// Now is the clock used to pick the epoch. Defaults to time.Now.
+	// Now is the clock used to pick the epoch (its Unix second; Open
+	// waits up to a second for it to pass the stored epoch). Defaults to
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -87,9 +89,11 @@ type Store struct {
 	// lastRestart (writer only) spaces restarts that readers made fail.
 	ckptMu      sync.Mutex
 	lastRestart time.Time
-	// copies of checkpointEvery and walRestartPages, for the tests
+	// copies of checkpointEvery, walRestartPages and epochSleep, for the
+	// tests
 	ckptEvery       time.Duration
 	walRestartPages int
+	sleep           func(time.Duration)
 	stopCkpt        chan struct{}
 	ckptDone        chan struct{}
 
@@ -134,7 +138,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: abs, opts: opts, log: opts.Logger, threads: make(map[string]*threadState),
 		writerDone: make(chan struct{}), stopCkpt: make(chan struct{}), ckptDone: make(chan struct{}),
-		ckptEvery: checkpointEvery, walRestartPages: walRestartPages}
+		ckptEvery: checkpointEvery, walRestartPages: walRestartPages, sleep: epochSleep}
 	s.cond.L = &s.mu
 	if err := s.open(); err != nil {
 		_ = s.closeHandles()
@@ -273,16 +277,18 @@ func (s *Store) migrate(ctx context.Context) error {
 // that it always grows, and at least the clock in seconds, so that it also
 // grows when the file was restored from a backup holding an older epoch.
 func (s *Store) bumpEpoch(ctx context.Context) error {
+	// No other connection writes (the lock keeps other processes out):
+	// the epoch read here is still the stored one in the transaction.
+	var stored int64
+	err := s.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'epoch'`).Scan(&stored)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read epoch: %w", err)
+	}
+	epoch := s.nextEpoch(stored)
+	if epoch > maxEpoch {
+		return fmt.Errorf("epoch %d is out of range", epoch)
+	}
 	return s.inTx(ctx, func() error {
-		var stored int64
-		err := s.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'epoch'`).Scan(&stored)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read epoch: %w", err)
-		}
-		epoch := max(stored+1, s.opts.Now().Unix())
-		if epoch > maxEpoch {
-			return fmt.Errorf("epoch %d is out of range", epoch)
-		}
 		if _, err := s.wconn.ExecContext(ctx,
 			`INSERT INTO meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 			epoch); err != nil {
@@ -291,6 +297,40 @@ func (s *Store) bumpEpoch(ctx context.Context) error {
 		s.epoch = uint64(epoch)
 		return nil
 	})
+}
+
+// maxEpochWait is the longest Open waits for the clock to pass the stored
+// epoch (see nextEpoch).
+const maxEpochWait = 2 * time.Second
+
+// epochSleep is how Open waits for the clock (tests: SetSleep).
+var epochSleep = time.Sleep
+
+// nextEpoch picks the epoch of this Open: the clock's Unix second, once it
+// is past the stored epoch. An Open within the second of the one before
+// waits for the next second instead of taking stored+1: were the epoch
+// let run ahead of the clock (a crash loop opens the store many times a
+// second), a backup restored later would number its events with the
+// epochs the server that went on from it had used, and hand out its
+// offsets again. Kept to the clock, every epoch of that server is at most
+// the second of its last start, below the restored copy's.
+//
+// A stored epoch more than maxEpochWait ahead (the clock was set back, or
+// an older build let it run ahead) is not waited for: the epoch is the
+// stored one plus one, and the clock's lag is logged.
+func (s *Store) nextEpoch(stored int64) int64 {
+	now := s.opts.Now()
+	if now.Unix() > stored {
+		return now.Unix()
+	}
+	wait := time.Unix(stored+1, 0).Sub(now)
+	if wait > maxEpochWait {
+		s.log.Warn("the clock is behind the store's epoch: the new epoch is ahead of it",
+			"stored_epoch", stored, "clock", now.Unix())
+		return stored + 1
+	}
+	s.sleep(wait)
+	return max(stored+1, s.opts.Now().Unix())
 }
 
 func (s *Store) inTx(ctx context.Context, fn func() error) error {

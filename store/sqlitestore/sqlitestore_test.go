@@ -112,12 +112,14 @@ func TestOpenNotADatabase(t *testing.T) {
 
 func TestEpoch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tether.db")
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	var slept time.Duration
+	defer sqlitestore.SetSleep(func(d time.Duration) { slept += d; clock.Advance(d) })()
+	opts := sqlitestore.Options{Now: clock.Now}
 
-	s := open(t, path, sqlitestore.Options{Now: clock})
-	if s.Epoch() != 1_700_000_000 {
-		t.Fatalf("epoch %d, want the clock's seconds", s.Epoch())
+	s := open(t, path, opts)
+	if s.Epoch() != 1_700_000_000 || slept != 0 {
+		t.Fatalf("epoch %d after waiting %s, want the clock's seconds at once", s.Epoch(), slept)
 	}
 	res := commitOne(t, s, "t", true, 0)
 	if e, _, _ := tether.ParseOffset(res.Records[0].Offset); e != s.Epoch() {
@@ -125,23 +127,29 @@ func TestEpoch(t *testing.T) {
 	}
 	s.Close()
 
-	// Same second (or a clock gone back): the epoch still grows.
+	// Same second: the epoch still grows, but never ahead of the clock:
+	// the open waits for the next second.
+	clock.Advance(300 * time.Millisecond)
 	for _, want := range []uint64{1_700_000_001, 1_700_000_002} {
-		s = open(t, path, sqlitestore.Options{Now: clock})
-		if s.Epoch() != want {
-			t.Fatalf("epoch %d, want %d", s.Epoch(), want)
+		slept = 0
+		s = open(t, path, opts)
+		if s.Epoch() != want || slept <= 0 || slept > time.Second {
+			t.Fatalf("epoch %d after waiting %s, want %d after under a second", s.Epoch(), slept, want)
 		}
 		s.Close()
 	}
-	now = now.Add(-time.Hour)
-	s = open(t, path, sqlitestore.Options{Now: clock})
-	if s.Epoch() != 1_700_000_003 {
-		t.Fatalf("epoch %d after the clock went back, want 1700000003", s.Epoch())
+	// A clock gone back further than the open waits for: the epoch grows
+	// by one.
+	clock.Advance(-time.Hour)
+	slept = 0
+	s = open(t, path, opts)
+	if s.Epoch() != 1_700_000_003 || slept != 0 {
+		t.Fatalf("epoch %d after the clock went back (waited %s), want 1700000003 at once", s.Epoch(), slept)
 	}
 	s.Close()
 	// Clock ahead: the epoch jumps to it.
-	now = time.Unix(1_800_000_000, 0)
-	s = open(t, path, sqlitestore.Options{Now: clock})
+	clock.now = time.Unix(1_800_000_000, 0)
+	s = open(t, path, opts)
 	if s.Epoch() != 1_800_000_000 {
 		t.Fatalf("epoch %d, want 1800000000", s.Epoch())
 	}
