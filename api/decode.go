@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -20,7 +21,8 @@ import (
 // what a page of another origin may send without a CORS preflight, so
 // refusing them keeps such pages out even where crossOrigin cannot tell
 // (an old browser that sends neither Sec-Fetch-Site nor Origin is not a
-// browser here). Any other type is a mistake worth reporting.
+// browser here). Any other type is a mistake worth reporting. A body that
+// is not UTF-8 is bad_request.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	var mt string
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -43,6 +45,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	if mt != "application/json" && fromBrowser(r) && len(bytes.TrimSpace(b)) > 0 {
 		return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json: a browser's body is read as JSON only when it says so")
+	}
+	// JSON is UTF-8 (RFC 8259). Decoding does not check it: the values
+	// kept as they came (metadata, state, data, an answer) would carry
+	// other bytes into the log, and into every answer that holds them,
+	// which strict decoders (Python's json.loads on bytes) then refuse.
+	if !utf8.Valid(b) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body is not valid UTF-8")
 	}
 	return b, nil
 }
