@@ -108,3 +108,29 @@ func TestQueueLeftByDeletedThread(t *testing.T) {
 		}
 	}
 }
+
+// A run claimed through one node leaves the line on every node: the
+// others queued it when they heard of its creation, and it stayed there,
+// ahead of the runs behind it and counted as queued, until it finished
+// or a claim on that node skipped it.
+func TestQueueLeftByRunStartedElsewhere(t *testing.T) {
+	es, _ := cluster(t, 2, engine.Options{})
+	a, b := es[0], es[1]
+	var runs []string
+	for _, tid := range []string{"t0", "t1", "t2"} {
+		mustThread(t, a, tid)
+		runs = append(runs, mustRun(t, a, tid, engine.RunRequest{Input: userInput("hi")}).ID)
+	}
+	testutil.Eventually(t, 5*time.Second, "every run queued on b", func() bool { return b.QueuedRuns() == 3 })
+	if c := mustClaim(t, a, "echo"); c.Run.ID != runs[0] {
+		t.Fatalf("claimed %s, want %s", c.Run.ID, runs[0])
+	}
+	for i, e := range es {
+		testutil.Eventually(t, 5*time.Second, "the claimed run out of line", func() bool { return e.QueuedRuns() == 2 })
+		for j, id := range runs[1:] {
+			if got := e.QueuePosition("echo", id); got != j+1 {
+				t.Errorf("node %d: run %d at position %d, want %d", i, j+1, got, j+1)
+			}
+		}
+	}
+}
