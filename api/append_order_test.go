@@ -33,6 +33,14 @@ func TestAppendChecksInOrder(t *testing.T) {
 		`[{"type":"custom","name":"x","ts":"2026-01-01T00:00:00.000Z"}]`,
 		`[{"type":"custom","name":"x","run_id":"run_other"}]`,
 		`[{"type":"custom","name":"x"},{"type":"run.started","worker_id":"w"}]`,
+		// Events that cannot be read at all are faults of the events too.
+		`[{"type":"nope"}]`,
+		`[{"type":"custom","name":"x","colour":1}]`,
+		`[{"type":"text.delta","message_id":"m1","delta":5}]`,
+		`[null]`,
+		`[]`,
+		`{"type":"custom","name":"x"}`,
+		`[{"type":"custom","name":"x"}`,
 	} {
 		for _, c := range []struct {
 			run, token string

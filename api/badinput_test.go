@@ -77,6 +77,19 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat wrong lease", "POST", rid + "/heartbeat", ``, []string{"Tether-Lease", "nope"}, 410, "lease_lost"},
 		{"claim without agents", "POST", "/v1/workers/claim", `{"worker_id":"w"}`, nil, 400, "bad_request"},
 		{"claim negative wait", "POST", "/v1/workers/claim", `{"worker_id":"w","agents":["a"],"wait_ms":-1}`, nil, 400, "bad_request"},
+		// JSON values are kept as they come (metadata, state, data, an
+		// answer): bytes that are not UTF-8 would be in every reader's
+		// JSON, which strict decoders then refuse.
+		{"thread metadata not UTF-8", "POST", "/v1/threads", "{\"id\":\"u\",\"metadata\":{\"k\":\"\xff\"}}", nil, 400, "bad_request"},
+		{"run metadata not UTF-8", "POST", "/v1/threads/t1/runs", "{\"agent\":\"demo\",\"multitask\":\"enqueue\",\"metadata\":{\"k\":\"\xc0\"}}", nil, 400, "bad_request"},
+		{"input value not UTF-8", "POST", rid + "/input", "{\"request_id\":\"q\",\"value\":\"\xff\xfe\"}", nil, 400, "bad_request"},
+		{"append data not UTF-8", "POST", rid + "/events", "[{\"type\":\"custom\",\"name\":\"x\",\"data\":\"\xed\xa0\x80\"}]", lease, 400, "bad_request"},
+		{"append state not UTF-8", "POST", rid + "/events", "[{\"type\":\"state.snapshot\",\"state\":{\"\xff\":1}}]", lease, 400, "bad_request"},
+		// Nor JSON nested deeper than every client can read (Python's
+		// json refuses about 1,000 levels, less its caller's stack).
+		{"input value nested too deep", "POST", rid + "/input", `{"request_id":"q","value":` + nested(256) + `}`, nil, 400, "bad_request"},
+		{"run metadata nested too deep", "POST", "/v1/threads/t1/runs", `{"agent":"demo","multitask":"enqueue","metadata":{"k":` + nested(255) + `}}`, nil, 400, "bad_request"},
+		{"append state nested too deep", "POST", rid + "/events", `[{"type":"state.snapshot","state":` + nested(255) + `}]`, lease, 400, "bad_request"},
 		{"no such route", "GET", "/v1/nothing", "", nil, 404, "not_found"},
 		{"wrong method", "PUT", "/v1/threads/t1", `{}`, nil, 404, "not_found"},
 	}
@@ -100,8 +113,15 @@ func TestBadInput(t *testing.T) {
 	if len(cases) < 25 {
 		t.Fatalf("only %d cases", len(cases))
 	}
-	// Still serving, and a good append still works.
+	// Still serving, and a good append still works, as deep as allowed.
 	v.mustDo(200, "POST", rid+"/events", `[{"type":"text.delta","message_id":"m1","delta":"fine"}]`, lease...)
+	v.mustDo(200, "POST", rid+"/events", `[{"type":"state.snapshot","state":`+nested(254)+`}]`, lease...)
+}
+
+// nested returns JSON of n arrays, one in the other, around a string that
+// holds brackets (which do not count).
+func nested(n int) string {
+	return strings.Repeat("[", n) + `"[{\"]"` + strings.Repeat("]", n)
 }
 
 func logLen(t *testing.T, v *env, thread string) int {

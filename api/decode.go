@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -20,7 +21,8 @@ import (
 // what a page of another origin may send without a CORS preflight, so
 // refusing them keeps such pages out even where crossOrigin cannot tell
 // (an old browser that sends neither Sec-Fetch-Site nor Origin is not a
-// browser here). Any other type is a mistake worth reporting.
+// browser here). Any other type is a mistake worth reporting. A body that
+// is not UTF-8, or nested deeper than maxJSONDepth, is bad_request.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	var mt string
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -44,7 +46,50 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if mt != "application/json" && fromBrowser(r) && len(bytes.TrimSpace(b)) > 0 {
 		return nil, tether.Errorf(tether.CodeBadRequest, "Content-Type must be application/json: a browser's body is read as JSON only when it says so")
 	}
+	// JSON is UTF-8 (RFC 8259). Decoding does not check it: the values
+	// kept as they came (metadata, state, data, an answer) would carry
+	// other bytes into the log, and into every answer that holds them,
+	// which strict decoders (Python's json.loads on bytes) then refuse.
+	if !utf8.Valid(b) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body is not valid UTF-8")
+	}
+	if !withinDepth(b, maxJSONDepth) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body is nested more than %d levels deep", maxJSONDepth)
+	}
 	return b, nil
+}
+
+// maxJSONDepth is how deep a request body's arrays and objects may nest,
+// counting the body's own. The values kept as they came (metadata, state,
+// data, an answer) reach every reader of the thread, and not every JSON
+// decoder reads what Go's does (10,000 levels): Python's json refuses
+// about 1,000, less its caller's stack, so a deeper value would make the
+// thread unreadable to the Python client and workers. Agent states and
+// tool arguments nest a few tens of levels at most.
+const maxJSONDepth = 256
+
+// withinDepth reports whether the arrays and objects of b nest at most max
+// deep. b need not be valid JSON (decoding says what else is wrong); the
+// brackets in strings do not count.
+func withinDepth(b []byte, max int) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > max {
+				return false
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return true
 }
 
 // decodeJSON decodes a JSON object body into v, strictly: unknown fields

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +100,32 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A deleted thread's pending run leaves the line: the run behind it is
+// next (position 1), and tether_runs_queued no longer counts it.
+func TestRunQueueAfterDelete(t *testing.T) {
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	var ids []string
+	for i := range 3 {
+		tid := fmt.Sprintf("q%d", i)
+		v.mustDo(201, "POST", "/v1/threads", map[string]any{"id": tid})
+		var run tether.Run
+		v.mustDo(201, "POST", "/v1/threads/"+tid+"/runs", `{"agent":"ext"}`).json(&run)
+		ids = append(ids, run.ID)
+	}
+	v.mustDo(204, "DELETE", "/v1/threads/q0", nil)
+	for i, id := range ids[1:] {
+		var rv struct {
+			Queue *struct{ Position int }
+		}
+		v.mustDo(200, "GET", "/v1/runs/"+id, nil).json(&rv)
+		if rv.Queue == nil || rv.Queue.Position != i+1 {
+			t.Errorf("run %s: queue %+v, want position %d", id, rv.Queue, i+1)
+		}
+	}
+	if m := string(v.mustDo(200, "GET", "/metrics", nil).body); !strings.Contains(m, "tether_runs_queued 2\n") {
+		t.Errorf("tether_runs_queued is not 2 after the delete")
 	}
 }

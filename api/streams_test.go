@@ -98,4 +98,10 @@ func TestDurableStreamsMount(t *testing.T) {
 		t.Fatalf("an empty thread log: %s %v", r.body, r.header)
 	}
 	v.mustDo(405, "DELETE", "/v1/stream/threads/t1", nil, auth...)
+	// Nor can it be forked: a fork would be a second copy of the thread's
+	// events, written to on its own.
+	if r = v.mustDo(400, "PUT", "/v1/stream/f", nil, append(auth, "Stream-Forked-From", "/v1/stream/threads/t1")...); r.code() != "bad_request" {
+		t.Fatalf("fork of a thread log: %s", r.body)
+	}
+	v.mustDo(404, "GET", "/v1/stream/f", nil, auth...)
 }

@@ -67,21 +67,23 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	evs, err := tether.DecodeEvents(b)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if len(evs) == 0 {
-		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest, "events: the array is empty"))
-		return
+	evs, unreadable := tether.DecodeEvents(b)
+	if unreadable == nil && len(evs) == 0 {
+		unreadable = tether.Errorf(tether.CodeBadRequest, "events: the array is empty")
 	}
 	prod, err := producerOf(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.e.ProducerAppend(r.Context(), r.PathValue("rid"), holder(r), prod, evs)
+	var res *engine.AppendResult
+	if unreadable != nil {
+		// Answered after the run and its lease are checked, as every
+		// fault of the events is (protocol.md §6).
+		res, err = s.e.RefuseAppend(r.Context(), r.PathValue("rid"), holder(r), prod, unreadable)
+	} else {
+		res, err = s.e.ProducerAppend(r.Context(), r.PathValue("rid"), holder(r), prod, evs)
+	}
 	var pe *engine.ProducerError
 	if errors.As(err, &pe) {
 		switch pe.Err.Code {

@@ -260,6 +260,21 @@ func (e *Engine) ProducerAppend(ctx context.Context, runID string, h Holder, p *
 	return e.leased(ctx, runID, h, p, evs, refused)
 }
 
+// RefuseAppend answers an append whose events could not be read at all
+// (not JSON, not an array of events, an empty one) with refused, once the
+// run, its lease and the producer passed their checks, as every other
+// fault of the events is (protocol.md §6): a worker whose run is gone or
+// whose lease is lost learns that first. Like ProducerAppend, a producer's
+// duplicate succeeds with Duplicate set; else it returns refused.
+func (e *Engine) RefuseAppend(ctx context.Context, runID string, h Holder, p *Producer, refused error) (*AppendResult, error) {
+	if p != nil {
+		if err := p.Check(); err != nil {
+			return nil, err
+		}
+	}
+	return e.leased(ctx, runID, h, p, nil, refused)
+}
+
 // Heartbeat renews a run's lease, with the errors of Append.
 func (e *Engine) Heartbeat(ctx context.Context, runID string, h Holder) (*AppendResult, error) {
 	return e.leased(ctx, runID, h, nil, nil, nil)

@@ -43,10 +43,12 @@ func (e *Engine) onCommit(c *store.Committed) {
 	}
 	e.hub.Publish(c.ThreadID, c.Before, c.Records)
 	for _, ev := range c.Events {
-		if ev.Type == tether.EventRunFinished {
-			// A pending run cancelled, or a lost worker's run aborted
-			// before its reclaim: out of line at once, so that the runs
-			// behind it move up and it is no longer counted as queued.
+		if ev.Type == tether.EventRunFinished || ev.Type == tether.EventRunStarted {
+			// A pending run cancelled, a lost worker's run aborted
+			// before its reclaim, or a run claimed through another node
+			// (this one queued it when it heard of it): out of line at
+			// once, so that the runs behind it move up and it is no
+			// longer counted as queued.
 			e.queue.remove(ev.RunID)
 		}
 	}

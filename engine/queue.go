@@ -124,6 +124,28 @@ func (q *runQueue) remove(runID string) {
 	}
 }
 
+// removeThread takes every run of a thread out of line (the thread was
+// deleted): its runs will never start, so they must not hold a place
+// ahead of other runs nor count as queued.
+func (q *runQueue) removeThread(threadID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for agent, l := range q.runs {
+		kept := slices.DeleteFunc(l, func(r queuedRun) bool {
+			if r.threadID == threadID {
+				delete(q.queued, r.runID)
+				return true
+			}
+			return false
+		})
+		if len(kept) == 0 {
+			delete(q.runs, agent)
+		} else {
+			q.runs[agent] = kept
+		}
+	}
+}
+
 // len returns the number of queued runs for an agent.
 func (q *runQueue) len(agent string) int {
 	q.mu.Lock()

@@ -192,4 +192,5 @@ func (e *Engine) deletedElsewhere(c *store.Committed) {
 	}
 	e.delGen(c.ThreadID).Add(1)
 	e.hub.CloseThread(c.ThreadID)
+	e.queue.removeThread(c.ThreadID)
 }

@@ -148,6 +148,9 @@ func (e *Engine) DeleteThread(ctx context.Context, id string) error {
 	if err != nil {
 		return e.storeErr(err, "thread %s", id)
 	}
+	// Its pending runs leave the line now, while no run of a thread made
+	// again with its ID can exist yet (creates wait for this delete).
+	e.queue.removeThread(id)
 	return nil
 }
 
