@@ -74,8 +74,9 @@
 //
 //   - upstream_rate_limited: HTTP 429 on the last try;
 //   - upstream_error: another status, the provider unreachable, an error
-//     reported inside the stream, a chunk that is not valid JSON, or a
-//     JSON answer instead of a stream;
+//     reported inside the stream, a chunk that is not valid JSON, a line
+//     or an event of the stream over 8 MiB, or a JSON answer instead of a
+//     stream;
 //   - upstream_disconnected: the stream ended with neither data: [DONE] nor
 //     a finish_reason, or the provider sent nothing (not a byte) for
 //     Options.IdleTimeout (10 minutes; not retried). What was streamed

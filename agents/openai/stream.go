@@ -12,11 +12,13 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
-// maxLine bounds one line of the provider's event stream, so that a broken
-// or hostile provider cannot make the agent buffer without limit.
+// maxLine bounds one line of the provider's event stream, and the data of
+// one event (its data lines joined), so that a broken or hostile provider
+// cannot make the agent buffer without limit.
 const maxLine = 8 << 20
 
-// errLineTooLong is returned by sseReader.next for a line over maxLine.
+// errLineTooLong is returned by sseReader.next for a line, or the data of
+// an event, over maxLine.
 var errLineTooLong = errors.New("event stream line too long")
 
 // sseReader reads the data of Server-Sent Events. It follows the SSE
@@ -38,7 +40,8 @@ func newSSEReader(r io.Reader) *sseReader {
 // next returns the data of the next event. At the end of the body it
 // returns the event in progress, if its lines were complete (some servers
 // close without the final blank line), then io.EOF; a line cut off by the
-// end is dropped. Other errors are the body's, or errLineTooLong.
+// end is dropped. Other errors are the body's, or errLineTooLong (for a
+// line or an event's data over maxLine).
 func (s *sseReader) next() ([]byte, error) {
 	for {
 		line, err := s.readLine()
@@ -64,6 +67,9 @@ func (s *sseReader) next() ([]byte, error) {
 			continue
 		}
 		value = bytes.TrimPrefix(value, []byte(" "))
+		if s.has && len(s.data)+1+len(value) > maxLine {
+			return nil, errLineTooLong
+		}
 		if !s.has {
 			s.data = s.data[:0]
 			s.has = true

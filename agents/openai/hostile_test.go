@@ -1,0 +1,46 @@
+package openai_test
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tetherhq/tether/agents/openai"
+)
+
+// flood answers with an event stream of lines made by line, 1 MiB each,
+// up to limit bytes or until the agent stops reading, and returns how
+// many bytes it could write.
+func flood(t *testing.T, line func(i int) string, limit int) (*fake, *atomic.Int64) {
+	var written atomic.Int64
+	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		for i := 0; written.Load() < int64(limit); i++ {
+			k, err := w.Write([]byte(line(i)))
+			written.Add(int64(k))
+			if err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	})
+	return f, &written
+}
+
+// An event of many data lines, each under the line limit, is bounded as a
+// whole: the agent stops reading once it passed the limit, rather than
+// buffering what the provider sends until it stops.
+func TestManyDataLinesAreBounded(t *testing.T) {
+	const limit = 64 << 20
+	piece := "data: " + strings.Repeat("x", 1<<20) + "\n"
+	f, written := flood(t, func(int) string { return piece }, limit)
+	s := newAgent(t, f, openai.Options{})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	wantError(t, snap, openai.CodeUpstreamError, "could not be read")
+	if n := written.Load(); n >= limit {
+		t.Fatalf("the provider could write %d MiB of one event", n>>20)
+	}
+}
