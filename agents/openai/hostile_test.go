@@ -44,3 +44,19 @@ func TestManyDataLinesAreBounded(t *testing.T) {
 		t.Fatalf("the provider could write %d MiB of one event", n>>20)
 	}
 }
+
+// The arguments of a tool call that the provider has not named yet are
+// held until it does, and bounded: a provider that streams arguments and
+// never a name is cut off.
+func TestArgumentsBeforeTheNameAreBounded(t *testing.T) {
+	const limit = 64 << 20
+	piece := "data: " + delta(`{"tool_calls":[{"index":0,"function":{"arguments":`+q(strings.Repeat("x", 1<<20))+`}}]}`) + "\n\n"
+	f, written := flood(t, func(int) string { return piece }, limit)
+	s := newAgent(t, f, openai.Options{})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	wantError(t, snap, openai.CodeUpstreamError, "could not be read")
+	if n := written.Load(); n >= limit {
+		t.Fatalf("the provider could write %d MiB of arguments without a name", n>>20)
+	}
+}

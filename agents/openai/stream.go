@@ -324,6 +324,11 @@ func (a *answer) delta(d *delta, out []*tether.Event) ([]*tether.Event, error) {
 			arg, c.held = c.held+arg, ""
 		}
 		if !c.started {
+			// Held until the name comes, then sent in one tool.delta:
+			// bounded like the input tool.finished repeats.
+			if len(c.held)+len(arg) > maxInput {
+				return out, fmt.Errorf("%w: over %d bytes of a tool call's arguments before its name", errMalformed, maxInput)
+			}
 			c.held += arg
 			continue
 		}
