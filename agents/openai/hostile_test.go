@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	tether "github.com/tetherhq/tether"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -58,5 +59,33 @@ func TestArgumentsBeforeTheNameAreBounded(t *testing.T) {
 	wantError(t, snap, openai.CodeUpstreamError, "could not be read")
 	if n := written.Load(); n >= limit {
 		t.Fatalf("the provider could write %d MiB of arguments without a name", n>>20)
+	}
+}
+
+// What the provider reports besides the answer (its model's name, the
+// finish reason, the usage) cannot cost the answer: too large for the
+// message's metadata, it is left out, and the run ends done with all its
+// text.
+func TestHugeMetadataIsLeftOut(t *testing.T) {
+	huge := strings.Repeat("u", 2<<20)
+	for name, chunks := range map[string][]string{
+		"usage":         {finish("stop"), `{"choices":[],"usage":{"prompt_tokens":1,"junk":` + q(huge) + `}}`},
+		"model":         {finish("stop"), `{"model":` + q(huge) + `,"choices":[]}`},
+		"finish_reason": {finish(huge)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+				streamSSE(w, sse(append([]string{content("all "), content("of it")}, chunks...)...)+done)
+			})
+			s := newAgent(t, f, openai.Options{})
+			w := newWorld(t, s.a)
+			snap, _ := w.run(t, "", user("q"))
+			if r := snap.Runs[0]; r.Status != tether.RunDone {
+				t.Fatalf("run %s %+v", r.Status, r.Error)
+			}
+			if m := answer(t, snap); text(m) != "all of it" || m.Status != tether.MessageDone {
+				t.Fatalf("answer %q %s", text(m), m.Status)
+			}
+		})
 	}
 }

@@ -215,6 +215,13 @@ type toolCall struct {
 // over the engine's size limit.
 const maxInput = 64 << 10
 
+// The sizes of the largest usage object and finish reason the message's
+// metadata keeps.
+const (
+	maxUsage  = 16 << 10
+	maxReason = 256
+)
+
 // answer turns the chunks of one streamed completion into the events of one
 // assistant message. The message starts with its first output.
 type answer struct {
@@ -257,10 +264,13 @@ func (a *answer) add(c *chunk, out []*tether.Event) ([]*tether.Event, error) {
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		return out, errStreamError
 	}
-	if c.Model != "" {
+	// The model and the usage go into the message's metadata at the end,
+	// in the append that finishes the run: larger than any provider's,
+	// they are left out rather than take the answer over the event limit.
+	if c.Model != "" && len(c.Model) <= maxModelLen {
 		a.model = c.Model
 	}
-	if len(c.Usage) > 0 && c.Usage[0] == '{' {
+	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage {
 		a.usage = c.Usage
 	}
 	for i := range c.Choices {
@@ -383,7 +393,7 @@ func (a *answer) end(out []*tether.Event) []*tether.Event {
 	if a.model != "" {
 		meta["model"] = a.model
 	}
-	if a.reason != "" {
+	if a.reason != "" && len(a.reason) <= maxReason {
 		meta["finish_reason"] = a.reason
 	}
 	if a.usage != nil {
