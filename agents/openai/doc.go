@@ -42,14 +42,14 @@
 //     is not a valid Tether ID, or repeats), its argument pieces →
 //     tool.delta (pieces that come before the name are held until it
 //     comes, up to 64 KiB: more ends the run upstream_error); when the
-//     provider sets finish_reason, every open call gets tool.finished, with input = the arguments if they are valid JSON of
-//     at most 64 KiB (else without input: the reducer parses the streamed
-//     text itself, or keeps it as a string);
+//     provider sets finish_reason, every open call gets tool.finished,
+//     with input = the arguments if they are valid JSON of at most 64 KiB
+//     (else without input: the reducer parses the streamed text itself,
+//     or keeps it as a string);
 //   - at data: [DONE] (or the end of a stream that had a finish_reason),
-//     message.updated with the metadata {"model",
-//     "finish_reason", "usage"} the provider reported (a model name or
-//     finish reason over 256 bytes, a usage over 16 KiB, is left out),
-//     message.finished
+//     message.updated with the metadata {"model", "finish_reason",
+//     "usage"} the provider reported (a model name or finish reason over
+//     256 bytes, a usage over 16 KiB, is left out), message.finished
 //     done and run.finished done, in one append.
 //
 // Deltas are appended in batches: one append per Options.FlushInterval
