@@ -41,11 +41,11 @@
 //     a name (call_id is the provider's id, or a made-up one if it has none,
 //     is not a valid Tether ID, or repeats), its argument pieces →
 //     tool.delta (pieces that come before the name are held until it
-//     comes, up to 64 KiB: more ends the run upstream_error); when the
-//     provider sets finish_reason, every open call gets tool.finished,
-//     with input = the arguments if they are valid JSON of at most 64 KiB
-//     (else without input: the reducer parses the streamed text itself,
-//     or keeps it as a string);
+//     comes, up to 64 KiB: more, or a name over 256 bytes, ends the run
+//     upstream_error); when the provider sets finish_reason, every open
+//     call gets tool.finished, with input = the arguments if they are
+//     valid JSON of at most 64 KiB (else without input: the reducer
+//     parses the streamed text itself, or keeps it as a string);
 //   - at data: [DONE] (or the end of a stream that had a finish_reason),
 //     message.updated with the metadata {"model", "finish_reason",
 //     "usage"} the provider reported (a model name or finish reason over

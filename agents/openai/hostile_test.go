@@ -89,3 +89,20 @@ func TestHugeMetadataIsLeftOut(t *testing.T) {
 		})
 	}
 }
+
+// A tool name no model gives is the provider's fault: the run ends
+// upstream_error, and the text before it stays.
+func TestHugeToolName(t *testing.T) {
+	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		streamSSE(w, sse(content("let me look"),
+			delta(`{"tool_calls":[{"index":0,"id":"call_1","function":{"name":`+q(strings.Repeat("n", 2<<20))+`,"arguments":"{}"}}]}`),
+			finish("tool_calls"))+done)
+	})
+	s := newAgent(t, f, openai.Options{})
+	w := newWorld(t, s.a)
+	snap, _ := w.run(t, "", user("q"))
+	wantError(t, snap, openai.CodeUpstreamError, "could not be read")
+	if m := answer(t, snap); text(m) != "let me look" || m.Status != tether.MessageError {
+		t.Fatalf("answer %q %s", text(m), m.Status)
+	}
+}

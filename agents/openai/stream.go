@@ -222,6 +222,11 @@ const (
 	maxReason = 256
 )
 
+// maxToolName bounds a tool's name: models' APIs allow 64 bytes; a longer
+// one is the provider's fault, and could take tool.started over the event
+// limit.
+const maxToolName = 256
+
 // answer turns the chunks of one streamed completion into the events of one
 // assistant message. The message starts with its first output.
 type answer struct {
@@ -322,6 +327,9 @@ func (a *answer) delta(d *delta, out []*tether.Event) ([]*tether.Event, error) {
 			a.open = append(a.open, c)
 		}
 		if c.name == "" && tc.Function.Name != "" {
+			if len(tc.Function.Name) > maxToolName {
+				return out, fmt.Errorf("%w: a tool name over %d bytes", errMalformed, maxToolName)
+			}
 			c.name = tc.Function.Name
 		}
 		arg := tc.Function.Arguments
