@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -80,7 +81,8 @@ func (m *Manager) post(target string, body []byte) (done bool, err error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return false, errors.New("webhook answered " + resp.Status)
+		// The code only: the reason phrase is the receiver's own text.
+		return false, errors.New("webhook answered HTTP " + strconv.Itoa(resp.StatusCode))
 	}
 	var out struct {
 		Done bool `json:"done"`

@@ -1,8 +1,11 @@
 package wake_test
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,4 +59,60 @@ func TestSlowWebhookGetsOneRequestAtATime(t *testing.T) {
 			t.Fatalf("%d requests at once to one subscription's webhook", n)
 		}
 	}
+}
+
+// A failed delivery is logged with its status code, never with what the
+// receiver wrote: its reason phrase is its own text.
+func TestWebhookFailureLogsNoReceiverText(t *testing.T) {
+	const secret = "SECRET-RECEIVER-DETAIL-3b1d"
+	got := make(chan struct{}, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		buf.WriteString("HTTP/1.1 500 " + secret + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		buf.Flush()
+		conn.Close()
+		got <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	log := &logBuffer{}
+	e := newEnvWith(t, wake.Options{BaseURL: "http://tether.test", AllowLoopback: true, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if _, _, err := e.m.Create("s", wake.CreateRequest{Type: wake.TypeWebhook, Streams: []string{"x"}, WebhookURL: srv.URL, LeaseTTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	e.write("x", `[1]`)
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook request")
+	}
+	var out string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if out = log.String(); strings.Contains(out, "webhook delivery failed") {
+			break
+		}
+	}
+	if !strings.Contains(out, "webhook delivery failed") || !strings.Contains(out, "500") || strings.Contains(out, secret) {
+		t.Fatalf("log: %s", out)
+	}
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
