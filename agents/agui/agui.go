@@ -64,7 +64,11 @@ type Agent struct {
 func New(opts Options) (*Agent, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("agui: %q is not an http or https URL", opts.URL)
+		shown := "(unparsable)"
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("agui: %q is not an http or https URL", shown)
 	}
 	a := &Agent{opts: opts, client: opts.HTTPClient, log: opts.Logger}
 	if a.client == nil {
@@ -140,6 +144,11 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := a.client.Do(req)
 	if err != nil {
+		// A *url.Error names the URL, which may hold a key in its query.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fail(CodeUpstreamError, "The AG-UI agent could not be reached.", err)
 	}
 	defer res.Body.Close()

@@ -40,13 +40,16 @@
 //   - delta.tool_calls[i] → tool.started once its index is first seen with
 //     a name (call_id is the provider's id, or a made-up one if it has none,
 //     is not a valid Tether ID, or repeats), its argument pieces →
-//     tool.delta; when the provider sets finish_reason, every open call gets
-//     tool.finished, with input = the arguments if they are valid JSON of
-//     at most 64 KiB (else without input: the reducer parses the streamed
-//     text itself, or keeps it as a string);
+//     tool.delta (pieces that come before the name are held until it
+//     comes, up to 64 KiB: more, or a name over 256 bytes, ends the run
+//     upstream_error); when the provider sets finish_reason, every open
+//     call gets tool.finished, with input = the arguments if they are
+//     valid JSON of at most 64 KiB (else without input: the reducer
+//     parses the streamed text itself, or keeps it as a string);
 //   - at data: [DONE] (or the end of a stream that had a finish_reason),
-//     message.updated with the metadata {"model",
-//     "finish_reason", "usage"} the provider reported, message.finished
+//     message.updated with the metadata {"model", "finish_reason",
+//     "usage"} the provider reported (a model name or finish reason over
+//     256 bytes, a usage over 16 KiB, is left out), message.finished
 //     done and run.finished done, in one append.
 //
 // Deltas are appended in batches: one append per Options.FlushInterval
@@ -74,8 +77,9 @@
 //
 //   - upstream_rate_limited: HTTP 429 on the last try;
 //   - upstream_error: another status, the provider unreachable, an error
-//     reported inside the stream, a chunk that is not valid JSON, or a
-//     JSON answer instead of a stream;
+//     reported inside the stream, a chunk that is not valid JSON, a line
+//     or an event of the stream over 8 MiB, or a JSON answer instead of a
+//     stream;
 //   - upstream_disconnected: the stream ended with neither data: [DONE] nor
 //     a finish_reason, or the provider sent nothing (not a byte) for
 //     Options.IdleTimeout (10 minutes; not retried). What was streamed

@@ -12,11 +12,13 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
-// maxLine bounds one line of the provider's event stream, so that a broken
-// or hostile provider cannot make the agent buffer without limit.
+// maxLine bounds one line of the provider's event stream, and the data of
+// one event (its data lines joined), so that a broken or hostile provider
+// cannot make the agent buffer without limit.
 const maxLine = 8 << 20
 
-// errLineTooLong is returned by sseReader.next for a line over maxLine.
+// errLineTooLong is returned by sseReader.next for a line, or the data of
+// an event, over maxLine.
 var errLineTooLong = errors.New("event stream line too long")
 
 // sseReader reads the data of Server-Sent Events. It follows the SSE
@@ -38,7 +40,8 @@ func newSSEReader(r io.Reader) *sseReader {
 // next returns the data of the next event. At the end of the body it
 // returns the event in progress, if its lines were complete (some servers
 // close without the final blank line), then io.EOF; a line cut off by the
-// end is dropped. Other errors are the body's, or errLineTooLong.
+// end is dropped. Other errors are the body's, or errLineTooLong (for a
+// line or an event's data over maxLine).
 func (s *sseReader) next() ([]byte, error) {
 	for {
 		line, err := s.readLine()
@@ -64,6 +67,9 @@ func (s *sseReader) next() ([]byte, error) {
 			continue
 		}
 		value = bytes.TrimPrefix(value, []byte(" "))
+		if s.has && len(s.data)+1+len(value) > maxLine {
+			return nil, errLineTooLong
+		}
 		if !s.has {
 			s.data = s.data[:0]
 			s.has = true
@@ -209,6 +215,18 @@ type toolCall struct {
 // over the engine's size limit.
 const maxInput = 64 << 10
 
+// The sizes of the largest usage object and finish reason the message's
+// metadata keeps.
+const (
+	maxUsage  = 16 << 10
+	maxReason = 256
+)
+
+// maxToolName bounds a tool's name: models' APIs allow 64 bytes; a longer
+// one is the provider's fault, and could take tool.started over the event
+// limit.
+const maxToolName = 256
+
 // answer turns the chunks of one streamed completion into the events of one
 // assistant message. The message starts with its first output.
 type answer struct {
@@ -251,10 +269,13 @@ func (a *answer) add(c *chunk, out []*tether.Event) ([]*tether.Event, error) {
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		return out, errStreamError
 	}
-	if c.Model != "" {
+	// The model and the usage go into the message's metadata at the end,
+	// in the append that finishes the run: larger than any provider's,
+	// they are left out rather than take the answer over the event limit.
+	if c.Model != "" && len(c.Model) <= maxModelLen {
 		a.model = c.Model
 	}
-	if len(c.Usage) > 0 && c.Usage[0] == '{' {
+	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage {
 		a.usage = c.Usage
 	}
 	for i := range c.Choices {
@@ -306,6 +327,9 @@ func (a *answer) delta(d *delta, out []*tether.Event) ([]*tether.Event, error) {
 			a.open = append(a.open, c)
 		}
 		if c.name == "" && tc.Function.Name != "" {
+			if len(tc.Function.Name) > maxToolName {
+				return out, fmt.Errorf("%w: a tool name over %d bytes", errMalformed, maxToolName)
+			}
 			c.name = tc.Function.Name
 		}
 		arg := tc.Function.Arguments
@@ -318,6 +342,11 @@ func (a *answer) delta(d *delta, out []*tether.Event) ([]*tether.Event, error) {
 			arg, c.held = c.held+arg, ""
 		}
 		if !c.started {
+			// Held until the name comes, then sent in one tool.delta:
+			// bounded like the input tool.finished repeats.
+			if len(c.held)+len(arg) > maxInput {
+				return out, fmt.Errorf("%w: over %d bytes of a tool call's arguments before its name", errMalformed, maxInput)
+			}
 			c.held += arg
 			continue
 		}
@@ -372,7 +401,7 @@ func (a *answer) end(out []*tether.Event) []*tether.Event {
 	if a.model != "" {
 		meta["model"] = a.model
 	}
-	if a.reason != "" {
+	if a.reason != "" && len(a.reason) <= maxReason {
 		meta["finish_reason"] = a.reason
 	}
 	if a.usage != nil {

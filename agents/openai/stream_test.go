@@ -177,3 +177,15 @@ func FuzzAnswer(f *testing.F) {
 		apply(&tether.Event{Type: tether.EventRunFinished, Status: string(tether.RunDone)})
 	})
 }
+
+func TestSSEEventTooLong(t *testing.T) {
+	line := "data: " + strings.Repeat("x", openai.MaxLine/4) + "\n"
+	if _, err := events(strings.NewReader(strings.Repeat(line, 5) + "\n")); !errors.Is(err, openai.ErrTooLong) {
+		t.Fatalf("error %v", err)
+	}
+	// Just under the limit is fine.
+	line = "data: " + strings.Repeat("x", openai.MaxLine/4-1) + "\n"
+	if got, err := events(strings.NewReader(strings.Repeat(line, 4) + "\n")); !errors.Is(err, io.EOF) || len(got) != 1 {
+		t.Fatalf("%d events, error %v", len(got), err)
+	}
+}

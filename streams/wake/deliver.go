@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -29,6 +30,9 @@ func (m *Manager) deliver(s *sub) {
 		m.scheduleRetry(s)
 		return
 	}
+	// A token of its own for each try: a wake delivered after an hour of
+	// retries still gets one that is valid.
+	s.token = m.keys.token(s.rec.ID, s.rec.Generation, m.opts.Now())
 	body, _ := json.Marshal(notification{SubscriptionID: s.rec.ID, WakeID: s.wakeID, Generation: s.rec.Generation,
 		Streams: m.infos(s), CallbackURL: m.actionURL(s, "callback"), CallbackToken: s.token})
 	wid, target := s.wakeID, s.rec.WebhookURL
@@ -47,16 +51,19 @@ func (m *Manager) deliver(s *sub) {
 			return
 		}
 		s.status, s.retries = "active", 0
-		if done {
-			for p, tail := range s.snapshot {
-				if l := s.rec.Links[p]; l != nil && tail > l.Acked {
-					l.Acked = tail
-				}
-			}
-			m.save(s)
-			m.endWake(s)
-			m.triggerNext(s)
+		if !done {
+			// The receiver has the wake: its lease starts.
+			m.extendLease(s)
+			return
 		}
+		for p, tail := range s.snapshot {
+			if l := s.rec.Links[p]; l != nil && tail > l.Acked {
+				l.Acked = tail
+			}
+		}
+		m.save(s)
+		m.endWake(s)
+		m.triggerNext(s)
 	}()
 }
 
@@ -74,7 +81,8 @@ func (m *Manager) post(target string, body []byte) (done bool, err error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return false, errors.New("webhook answered " + resp.Status)
+		// The code only: the reason phrase is the receiver's own text.
+		return false, errors.New("webhook answered HTTP " + strconv.Itoa(resp.StatusCode))
 	}
 	var out struct {
 		Done bool `json:"done"`

@@ -24,7 +24,9 @@
 // old wakes are fenced.
 //
 // Webhook deliveries run on their own goroutines and retry with backoff
-// (up to a minute apart); appends never wait for them. Webhook URLs must
+// (up to a minute apart), one request at a time per subscription: a
+// webhook wake's lease starts when the receiver answers 2xx. Appends never
+// wait for them. Webhook URLs must
 // be https to a public host; loopback (http or https) only with
 // Options.AllowLoopback; the dialer checks every address it connects to,
 // so a public name that resolves to a private or loopback address is

@@ -310,7 +310,8 @@ func (m *Manager) hasPending(s *sub) bool {
 }
 
 // wake starts a wake of s: a new generation and a snapshot of the tails,
-// then a webhook notification or an event in the wake stream. m.mu is held.
+// then a webhook notification (whose lease starts when the receiver takes
+// it) or an event in the wake stream. m.mu is held.
 func (m *Manager) wake(s *sub) {
 	s.rec.Generation++
 	m.save(s)
@@ -324,8 +325,10 @@ func (m *Manager) wake(s *sub) {
 		}
 	}
 	if s.rec.Type == TypeWebhook {
-		s.token = m.keys.token(s.rec.ID, s.rec.Generation, m.opts.Now())
-		m.extendLease(s)
+		// The lease starts once the receiver took the notification
+		// (deliver): a wake whose delivery is in flight or failing is
+		// delivered again with backoff, one request at a time, rather
+		// than replaced by a new wake, and a new request, every lease.
 		m.deliver(s)
 		return
 	}
