@@ -22,7 +22,7 @@ var stdin io.Reader = os.Stdin
 func runCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", `run [flags] "prompt"`, env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	agent := fs.String("agent", "TETHER_AGENT", "demo", "agent that answers the prompt")
 	threadID := fs.String("thread", "TETHER_THREAD", "", "thread to run on (default: a new thread)")
 	metadata := fs.String("metadata", "TETHER_RUN_METADATA", "", `JSON object stored with the run, like '{"demo":{"tokens":500}}'`)
