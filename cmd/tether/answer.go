@@ -50,7 +50,7 @@ func answerCmd(ctx context.Context, args []string, env func(string) string, stdo
 			return fmt.Errorf("run %s is %s, not waiting for input", runID, r.Status)
 		}
 		reqID = r.Request.ID
-		fmt.Fprintf(stderr, "? %s\n", question(r.Request))
+		fmt.Fprintf(stderr, "? %s\n", safeText(question(r.Request)))
 	}
 	if err := c.SubmitInput(ctx, runID, reqID, value); err != nil {
 		return during("send the answer", err)

@@ -80,13 +80,13 @@ func snapshotLine(s *tether.Snapshot) string {
 	if s.Reset {
 		reset = " (reset: the cursor was not in the log)"
 	}
-	return fmt.Sprintf("%s %-20s thread %s %s, %d runs, %d messages%s",
-		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, len(s.Runs), len(s.Messages), reset)
+	return safeLine(fmt.Sprintf("%s %-20s thread %s %s, %d runs, %d messages%s",
+		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, len(s.Runs), len(s.Messages), reset))
 }
 
 // eventLine is one human line for an event: offset, type, summary.
 func eventLine(ev *tether.Event) string {
-	return fmt.Sprintf("%s %-20s %s", ev.Offset, ev.Type, summary(ev))
+	return safeLine(fmt.Sprintf("%s %-20s %s", ev.Offset, ev.Type, summary(ev)))
 }
 
 func summary(ev *tether.Event) string {

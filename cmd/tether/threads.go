@@ -82,7 +82,7 @@ func threadTitle(t tether.Thread) string {
 	if json.Unmarshal(t.Metadata, &m) != nil {
 		return ""
 	}
-	return shorten(strings.Join(strings.Fields(m.Title), " "), 60)
+	return shorten(safeLine(strings.Join(strings.Fields(m.Title), " ")), 60)
 }
 
 // ago is "12s ago", "5m ago", "3h ago", or a date.
