@@ -162,6 +162,10 @@ type call struct {
 	body   any
 	header http.Header
 	retry  retryMode
+	// valid, if set, says whether the decoded answer is the resource asked
+	// for (it has its id): JSON of another shape, such as another
+	// service's {"status":"ok"}, decodes without error into a zero value.
+	valid func() bool
 }
 
 // do runs a REST call, with retries, and decodes a 2xx body into out
@@ -239,6 +243,9 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return false, 0, badAnswer(cl.op, resp, err)
+	}
+	if cl.valid != nil && !cl.valid() {
+		return false, 0, badAnswer(cl.op, resp, errors.New("the answer is JSON without the resource's id"))
 	}
 	return false, 0, nil
 }

@@ -36,8 +36,8 @@
 // is not the protocol's (a proxy's page instead of an error body) has the
 // code its status means (404 not_found, 503 unavailable, …; internal for
 // another 5xx, protocol for another 4xx such as 405), and a 2xx whose body
-// is not the JSON expected (empty, HTML) the client's code protocol
-// (CodeProtocol), as a stream that is not an event stream; the body is
+// is not the JSON expected (empty, HTML, JSON without the resource's id)
+// the client's code protocol (CodeProtocol), as a stream that is not an event stream; the body is
 // never in the message. A 2xx whose body is cut short (the connection
 // dropped mid-answer) is a transport error, retried as one. A 429 or 503
 // is retried no sooner than its Retry-After; when the retries are spent,

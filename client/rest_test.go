@@ -528,3 +528,39 @@ func TestCutShortAnswerRetried(t *testing.T) {
 		}
 	})
 }
+
+// An answer that is JSON but not the resource asked for (another service
+// on the port answering {"status":"ok"} to every path, {}) is an error
+// with code protocol, like one that is not JSON: CreateThread and
+// CreateRun returned a thread and a run with no id, and CancelRun a
+// success for a run it never reached.
+func TestAnswerWithoutTheResource(t *testing.T) {
+	calls := map[string]func(c *Client) error{
+		"create thread": func(c *Client) error { _, err := c.CreateThread(context.Background(), "", nil); return err },
+		"get thread":    func(c *Client) error { _, err := c.Thread(context.Background(), "t1"); return err },
+		"list threads": func(c *Client) error {
+			_, _, err := c.Threads(context.Background(), ThreadQuery{})
+			return err
+		},
+		"create run": func(c *Client) error {
+			_, err := c.CreateRun(context.Background(), "t1", RunRequest{Agent: "demo"})
+			return err
+		},
+		"get run":    func(c *Client) error { _, err := c.Run(context.Background(), "r1"); return err },
+		"cancel run": func(c *Client) error { _, err := c.CancelRun(context.Background(), "r1"); return err },
+	}
+	for _, body := range []string{`{}`, `{"status":"ok"}`} {
+		for name, call := range calls {
+			t.Run(name+" "+body, func(t *testing.T) {
+				c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, body) })
+				err := call(c)
+				if tether.CodeOf(err) != CodeProtocol {
+					t.Fatalf("err = %v, want code protocol", err)
+				}
+				if n := len(rec.all()); n != 1 {
+					t.Errorf("%d requests, want 1", n)
+				}
+			})
+		}
+	}
+}

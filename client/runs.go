@@ -49,6 +49,7 @@ func (c *Client) CreateRun(ctx context.Context, threadID string, req RunRequest)
 		body:   body,
 		header: http.Header{"Idempotency-Key": {key}},
 		retry:  retrySafe,
+		valid:  func() bool { return run.ID != "" },
 	}, &run)
 	return run, err
 }
@@ -61,7 +62,8 @@ func (c *Client) Run(ctx context.Context, runID string) (*tether.Snapshot, error
 		Run      tether.Run       `json:"run"`
 		Messages []tether.Message `json:"messages"`
 	}
-	if err := c.do(ctx, call{op: "get run", method: http.MethodGet, path: "/v1/runs/" + escape(runID)}, &out); err != nil {
+	if err := c.do(ctx, call{op: "get run", method: http.MethodGet, path: "/v1/runs/" + escape(runID),
+		valid: func() bool { return out.Run.ID != "" }}, &out); err != nil {
 		return nil, err
 	}
 	return &tether.Snapshot{
@@ -77,7 +79,8 @@ func (c *Client) Run(ctx context.Context, runID string) (*tether.Snapshot, error
 // [Client.Subscribe] to see the end.
 func (c *Client) CancelRun(ctx context.Context, runID string) (tether.Run, error) {
 	var run tether.Run
-	err := c.do(ctx, call{op: "cancel run", method: http.MethodPost, path: "/v1/runs/" + escape(runID) + "/cancel"}, &run)
+	err := c.do(ctx, call{op: "cancel run", method: http.MethodPost, path: "/v1/runs/" + escape(runID) + "/cancel",
+		valid: func() bool { return run.ID != "" }}, &run)
 	return run, err
 }
 

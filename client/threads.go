@@ -27,7 +27,8 @@ func (c *Client) CreateThread(ctx context.Context, id string, metadata any) (tet
 		mode = retryUnsent
 	}
 	var th tether.Thread
-	err := c.do(ctx, call{op: "create thread", method: http.MethodPost, path: "/v1/threads", body: body, retry: mode}, &th)
+	err := c.do(ctx, call{op: "create thread", method: http.MethodPost, path: "/v1/threads", body: body, retry: mode,
+		valid: func() bool { return th.ID != "" }}, &th)
 	return th, err
 }
 
@@ -36,7 +37,8 @@ func (c *Client) CreateThread(ctx context.Context, id string, metadata any) (tet
 // for an unknown thread.
 func (c *Client) Thread(ctx context.Context, id string) (*tether.Snapshot, error) {
 	var s tether.Snapshot
-	if err := c.do(ctx, call{op: "get thread", method: http.MethodGet, path: "/v1/threads/" + escape(id)}, &s); err != nil {
+	if err := c.do(ctx, call{op: "get thread", method: http.MethodGet, path: "/v1/threads/" + escape(id),
+		valid: func() bool { return s.Thread.ID != "" }}, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -70,7 +72,8 @@ func (c *Client) Threads(ctx context.Context, q ThreadQuery) (threads []tether.T
 		Threads    []tether.Thread `json:"threads"`
 		NextCursor string          `json:"next_cursor"`
 	}
-	if err := c.do(ctx, call{op: "list threads", method: http.MethodGet, path: "/v1/threads", query: v}, &out); err != nil {
+	if err := c.do(ctx, call{op: "list threads", method: http.MethodGet, path: "/v1/threads", query: v,
+		valid: func() bool { return out.Threads != nil }}, &out); err != nil {
 		return nil, "", err
 	}
 	return out.Threads, out.NextCursor, nil

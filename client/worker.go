@@ -114,7 +114,8 @@ var (
 )
 
 // Run claims runs and runs them until ctx ends. Claims that fail (the
-// server is down or restarting) are retried with backoff, forever.
+// server is down or restarting) are retried with backoff, forever, not
+// sooner than a 429's or 503's Retry-After (up to MaxBackoff).
 //
 // When ctx ends, Run stops claiming and cancels the running agents, but
 // does not finish their runs: it stops heartbeating and returns once the
@@ -201,7 +202,13 @@ func (w *Worker) claimLoop(ctx context.Context, sem chan struct{}, start func(*c
 			w.log.Error("tether worker: the server refused the claim; stopping", "err", err)
 			return err
 		}
-		d := w.c.backoff(attempt)
+		// A 429 or 503 says when to come back (Retry-After): not sooner,
+		// up to MaxBackoff.
+		var wait time.Duration
+		if te := (*tether.Error)(nil); errors.As(err, &te) {
+			wait = te.RetryAfter
+		}
+		d := max(w.c.backoff(attempt), min(wait, w.c.max))
 		attempt++
 		w.log.Warn("tether worker: claim failed; retrying", "err", err, "delay", d)
 		if sleep(ctx, d) != nil {

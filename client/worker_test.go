@@ -807,3 +807,43 @@ func TestWorkerRefusedClaim(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// A claim answered 429 or 503 with Retry-After is made again no sooner
+// than it says (up to MaxBackoff), as REST calls, subscriptions and the
+// worker's appends are: the claim loop took only its backoff, a few
+// milliseconds, and asked again at once.
+func TestWorkerClaimWaitsOutRetryAfter(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "1")
+				writeJSON(w, status, `{"error":{"code":"rate_limited","message":"slow down"}}`)
+			}))
+			t.Cleanup(srv.Close)
+			h := &delays{}
+			c := New(srv.URL, &Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Second})
+			w, err := c.NewWorker(WorkerOptions{Agents: map[string]agents.Agent{"a": speaker(nil, 0)}, Logger: slog.New(h)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			testutil.Eventually(t, 10*time.Second, "a retried claim", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return len(h.d) > 0
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.d[0] < time.Second {
+				t.Fatalf("delays %v, want the first at least the Retry-After, 1s", h.d)
+			}
+		})
+	}
+}

@@ -14,7 +14,7 @@ import (
 func answerCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("answer", "answer [flags] RUN VALUE...", env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	asJSON := fs.Bool("json", "TETHER_ANSWER_JSON", false, `send VALUE as JSON (like '{"tone":"dry"}') instead of as a string`)
 	request := fs.String("request", "TETHER_REQUEST", "", "the request to answer (default: the one the run waits on)")
 	pos, err := parseInterspersed(fs, args)
@@ -50,7 +50,7 @@ func answerCmd(ctx context.Context, args []string, env func(string) string, stdo
 			return fmt.Errorf("run %s is %s, not waiting for input", runID, r.Status)
 		}
 		reqID = r.Request.ID
-		fmt.Fprintf(stderr, "? %s\n", question(r.Request))
+		fmt.Fprintf(stderr, "? %s\n", safeText(question(r.Request)))
 	}
 	if err := c.SubmitInput(ctx, runID, reqID, value); err != nil {
 		return during("send the answer", err)

@@ -46,7 +46,7 @@ func benchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs := newFlagSet("bench", "bench [flags]", env, stderr)
 	var c benchConfig
 	fs.StringVar(&c.server, "server", fs.envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
-	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer ($TETHER_TOKEN)")
+	fs.SecretVar(&c.token, "token", "TETHER_TOKEN", "API token (admin, or one that may act as client and worker), sent as Authorization: Bearer")
 	fs.StringVar(&c.scenario, "scenario", fs.envOr("TETHER_BENCH_SCENARIO", "append"), "append, fanout, latency, idle, or all (each in turn, idle first); also stalled, runs (in-process demo runs at once), and resume, which runs a server of its own and ignores --server ($TETHER_BENCH_SCENARIO)")
 	threads := fs.Int("threads", "TETHER_BENCH_THREADS", 1, "append: threads appended to, each with one run")
 	concurrency := fs.Int("concurrency", "TETHER_BENCH_CONCURRENCY", 0, "requests in flight: append: spread over the threads (default: the number of threads, at least 16); fanout: of the one producer (default 1)")

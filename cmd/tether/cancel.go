@@ -11,7 +11,7 @@ import (
 func cancelCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("cancel", "cancel [flags] RUN", env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

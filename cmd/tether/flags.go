@@ -55,6 +55,21 @@ func (fs *flagSet) String(name, envName, def, usage string) *string {
 	return fs.FlagSet.String(name, fs.envOr(envName, def), usage+" ($"+envName+")")
 }
 
+// Secret is String for a secret (a token): the help does not show the
+// value the environment variable gave as the default, so that -h never
+// prints it on a screen or into a log.
+func (fs *flagSet) Secret(name, envName, usage string) *string {
+	p := new(string)
+	fs.SecretVar(p, name, envName, usage)
+	return p
+}
+
+// SecretVar is Secret into p.
+func (fs *flagSet) SecretVar(p *string, name, envName, usage string) {
+	fs.FlagSet.StringVar(p, name, "", usage+" ($"+envName+")")
+	*p = fs.env(envName)
+}
+
 func (fs *flagSet) Bool(name, envName string, def bool, usage string) *bool {
 	v := def
 	if s := fs.env(envName); s != "" {

@@ -22,7 +22,7 @@ var stdin io.Reader = os.Stdin
 func runCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", `run [flags] "prompt"`, env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	agent := fs.String("agent", "TETHER_AGENT", "demo", "agent that answers the prompt")
 	threadID := fs.String("thread", "TETHER_THREAD", "", "thread to run on (default: a new thread)")
 	metadata := fs.String("metadata", "TETHER_RUN_METADATA", "", `JSON object stored with the run, like '{"demo":{"tokens":500}}'`)
@@ -176,7 +176,7 @@ func ended(runID string, status tether.RunStatus, info *tether.ErrorInfo) error 
 		return nil
 	}
 	if info != nil && info.Message != "" {
-		return fmt.Errorf("run %s ended %s: %s", runID, status, info.Message)
+		return fmt.Errorf("run %s ended %s: %s", runID, status, safeText(info.Message))
 	}
 	return fmt.Errorf("run %s ended %s", runID, status)
 }
@@ -369,7 +369,7 @@ func (p *printer) note(line string) {
 		io.WriteString(p.out, "\n")
 		p.outMid = false
 	}
-	fmt.Fprintln(p.err, line)
+	fmt.Fprintln(p.err, safeText(line))
 }
 
 func (p *printer) endErr() {
@@ -430,7 +430,7 @@ func (p *printer) event(ev *tether.Event) {
 			if p.outMid && p.ttys {
 				p.text("\n")
 			}
-			d := ev.Delta
+			d := safeText(ev.Delta)
 			if p.dim {
 				d = "\x1b[2m" + d + "\x1b[0m"
 			}
@@ -443,7 +443,7 @@ func (p *printer) event(ev *tether.Event) {
 		if p.outMid && p.ttys {
 			p.text("\n")
 		}
-		fmt.Fprintf(p.err, "→ %s ", ev.Name)
+		fmt.Fprintf(p.err, "→ %s ", safeLine(ev.Name))
 		p.errMid, p.openTool = true, ev.CallID
 	case tether.EventToolDelta:
 		t := p.tools[ev.CallID]
@@ -452,7 +452,7 @@ func (p *printer) event(ev *tether.Event) {
 		}
 		t.input.WriteString(ev.Delta)
 		if p.openTool == ev.CallID && t.input.Len() <= maxInputShown {
-			io.WriteString(p.err, ev.Delta)
+			io.WriteString(p.err, safeText(ev.Delta))
 			t.streamed = true
 		}
 	case tether.EventToolFinished:
@@ -469,7 +469,7 @@ func (p *printer) event(ev *tether.Event) {
 		case p.openTool != ev.CallID:
 			p.note("→ " + t.name + " " + shorten(input, maxInputShown))
 		case !t.streamed:
-			io.WriteString(p.err, shorten(input, maxInputShown))
+			io.WriteString(p.err, safeText(shorten(input, maxInputShown)))
 		case len(input) > maxInputShown:
 			io.WriteString(p.err, "…")
 		}

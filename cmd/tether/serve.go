@@ -61,7 +61,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	fs.StringVar(&c.natsStream, "nats-stream", fs.envOr("TETHER_NATS_STREAM", "TETHER"), "JetStream stream (and bucket prefix) of the logs, with --store nats://... ($TETHER_NATS_STREAM)")
 	natsReplicas := fs.Int("nats-replicas", "TETHER_NATS_REPLICAS", 1, "replicas of the stream and bucket when this node creates them (3 in a 3-server cluster)")
 	fsync := fs.Bool("fsync", "TETHER_FSYNC", false, "fsync every commit (group commit): survive power loss, not only a crash")
-	fs.StringVar(&c.token, "token", fs.envOr("TETHER_TOKEN", ""), "admin API token; clients send Authorization: Bearer <token> ($TETHER_TOKEN)")
+	fs.SecretVar(&c.token, "token", "TETHER_TOKEN", "admin API token; clients send Authorization: Bearer <token>")
 	fs.StringVar(&c.keysFile, "keys", fs.envOr("TETHER_KEYS", ""), "file of API keys, one \"role token [name]\" per line; roles admin, worker, client; read again on SIGHUP, as are the --jwt-* files ($TETHER_KEYS)")
 	fs.StringVar(&c.tokens.secretFile, "jwt-secret-file", fs.envOr("TETHER_JWT_SECRET_FILE", ""), "file holding an HMAC secret (at least 32 bytes; trailing whitespace trimmed): accept user tokens (JWTs) signed HS256/HS384/HS512 with it ($TETHER_JWT_SECRET_FILE)")
 	pubKeys := &agentList{items: splitList(fs.envOr("TETHER_JWT_PUBLIC_KEYS", ""))}

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +50,39 @@ func TestHelpWithoutFlags(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "Usage: tether version") || strings.Contains(stderr.String(), "Flags") {
 		t.Fatalf("version -h:\n%s", stderr.String())
+	}
+}
+
+// A token from the environment is not printed by -h: the help showed it as
+// the flag's default (`(default "…")`), on a screen or in a log that the
+// token should never reach.
+func TestHelpDoesNotShowTheToken(t *testing.T) {
+	const secret = "tok-from-the-environment-0123456789"
+	for _, c := range commands() {
+		var stderr strings.Builder
+		err := run(context.Background(), []string{c.name, "-h"}, envOf("TETHER_TOKEN", secret), io.Discard, &stderr)
+		if err != nil {
+			t.Fatalf("tether %s -h: %v", c.name, err)
+		}
+		if strings.Contains(stderr.String(), secret) {
+			t.Errorf("tether %s -h shows the token:\n%s", c.name, stderr.String())
+		}
+	}
+	// It is still the token sent, unless --token names another.
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"threads":[]}`)
+	}))
+	defer srv.Close()
+	env := envOf("TETHER_TOKEN", secret, "TETHER_SERVER", srv.URL)
+	for _, args := range [][]string{{"threads"}, {"threads", "--token", "from-the-flag"}} {
+		if err := run(context.Background(), args, env, io.Discard, io.Discard); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	}
+	if want := []string{"Bearer " + secret, "Bearer from-the-flag"}; !slices.Equal(got, want) {
+		t.Fatalf("sent %q, want %q", got, want)
 	}
 }

@@ -15,7 +15,7 @@ import (
 func tailCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tail", "tail [flags] THREAD", env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	after := fs.String("after", "TETHER_AFTER", "", "print the events after this offset; -1 for the whole log, now for new events only (default: a snapshot first, then new events)")
 	format := fs.String("format", "TETHER_FORMAT", "json", "json (one JSON object per line: the snapshot as {\"snapshot\":...}, then each event) or text (offset, type and a summary per line)")
 	pos, err := parseInterspersed(fs, args)
@@ -80,13 +80,13 @@ func snapshotLine(s *tether.Snapshot) string {
 	if s.Reset {
 		reset = " (reset: the cursor was not in the log)"
 	}
-	return fmt.Sprintf("%s %-20s thread %s %s, %d runs, %d messages%s",
-		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, len(s.Runs), len(s.Messages), reset)
+	return safeLine(fmt.Sprintf("%s %-20s thread %s %s, %d runs, %d messages%s",
+		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, len(s.Runs), len(s.Messages), reset))
 }
 
 // eventLine is one human line for an event: offset, type, summary.
 func eventLine(ev *tether.Event) string {
-	return fmt.Sprintf("%s %-20s %s", ev.Offset, ev.Type, summary(ev))
+	return safeLine(fmt.Sprintf("%s %-20s %s", ev.Offset, ev.Type, summary(ev)))
 }
 
 func summary(ev *tether.Event) string {

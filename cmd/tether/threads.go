@@ -16,7 +16,7 @@ import (
 func threadsCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("threads", "threads [flags]", env, stderr)
 	server := fs.String("server", "TETHER_SERVER", "http://127.0.0.1:8080", "URL of the Tether server")
-	token := fs.String("token", "TETHER_TOKEN", "", "API token, sent as Authorization: Bearer")
+	token := fs.Secret("token", "TETHER_TOKEN", "API token, sent as Authorization: Bearer")
 	status := fs.String("status", "TETHER_STATUS", "", "only threads with this status: idle, busy, waiting or error")
 	limit := fs.Int("limit", "TETHER_LIMIT", 20, "most threads to list, most recently updated first (1 to 1000)")
 	jsonOut := fs.Bool("json", "TETHER_JSON", false, "print each thread as one JSON line instead of a table")
@@ -82,7 +82,7 @@ func threadTitle(t tether.Thread) string {
 	if json.Unmarshal(t.Metadata, &m) != nil {
 		return ""
 	}
-	return shorten(strings.Join(strings.Fields(m.Title), " "), 60)
+	return shorten(safeLine(strings.Join(strings.Fields(m.Title), " ")), 60)
 }
 
 // ago is "12s ago", "5m ago", "3h ago", or a date.

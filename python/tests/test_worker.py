@@ -407,3 +407,40 @@ def test_stop_before_run_makes_run_return(server):
         assert w.claimed == 0
 
     asyncio.run(main())
+
+
+def test_a_worker_runs_again_after_it_stopped(server):
+    """A worker that made its own client serves again after a stop, in the same event loop and in a
+    new one (``run_forever`` twice, as after a restart of the program's main loop). Its second run
+    used the client the first had closed, and failed at its first claim."""
+
+    async def echo(run: Run, s: Session):
+        yield "again: " + s.prompt
+
+    w = Worker(server.url, {"again": echo}, id="py-again", claim_wait=1)
+
+    async def serve_one(c: AsyncClient, prompt: str) -> None:
+        task = asyncio.create_task(w.run())
+        ran = asyncio.create_task(run_to_end(c, "again", prompt))
+        await asyncio.wait({task, ran}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ran.cancel()
+            task.result()  # the worker's error
+            raise AssertionError("the worker returned before its run ended")
+        _, evs = await ran
+        assert evs[-1].type == "run.finished" and evs[-1].status == "done"
+        w.stop()
+        await asyncio.wait_for(task, 30)
+
+    async def twice_in_one_loop():
+        async with AsyncClient(server.url) as c:
+            await serve_one(c, "one")
+            await serve_one(c, "two")
+
+    async def once_more():
+        async with AsyncClient(server.url) as c:
+            await serve_one(c, "three")
+
+    asyncio.run(twice_in_one_loop())
+    asyncio.run(once_more())  # a new event loop, as run_forever makes
+    assert w.claimed == 3

@@ -93,6 +93,10 @@ class Worker:
         self.stop_wait = stop_wait
         self._client = client or AsyncClient(base_url, token)
         self._own_client = client is None
+        # A client the worker made is closed when run returns (its connections belong to that
+        # run's event loop); the next run makes a new one from these.
+        self._base_url, self._token = base_url, token
+        self._client_closed = False
         self._stopping: Optional[asyncio.Event] = None
         self._stop_asked = False  # stop() came: also before run() made _stopping, which run() then sets
         self._running = False
@@ -129,10 +133,17 @@ class Worker:
         Claims that fail (the server is down or restarting) are retried with
         backoff, forever, not sooner than a 429's or 503's ``Retry-After``; a claim the server refuses for good (400, 401, 403:
         a bad worker id or token) raises :class:`TetherError`.
+
+        Once it returned it may be called again (also in another event loop, as a second
+        :meth:`run_forever` does): a worker that made its own client closes it when run returns
+        and makes a new one for the next.
         """
         if self._running:
             raise RuntimeError("the worker is already running")
         self._running = True
+        if self._client_closed:
+            self._client = AsyncClient(self._base_url, self._token)
+            self._client_closed = False
         self._stopping = asyncio.Event()
         if self._stop_asked:
             self._stopping.set()
@@ -150,6 +161,7 @@ class Worker:
             self._running = False
             self._stop_asked = False  # a stop ends one run
             if self._own_client:
+                self._client_closed = True
                 await self._client.aclose()
 
     async def _claim_loop(self, sem: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
