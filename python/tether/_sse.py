@@ -32,7 +32,11 @@ class FrameTooLarge(ValueError):
 
 class SSEParser:
     def __init__(self) -> None:
-        self._buf = b""
+        # The bytes after the last whole line, and how many of them are
+        # known to hold no line end: a line longer than a chunk (a large
+        # snapshot) is scanned once in all, not again at every chunk.
+        self._buf = bytearray()
+        self._scanned = 0
         self._started = False
         self._cr = False  # the last chunk ended in CR: a following LF belongs to it
         self._event = ""
@@ -46,38 +50,40 @@ class SSEParser:
         if self._cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         self._cr = False
-        buf = self._buf + chunk
+        buf = self._buf
+        buf += chunk
         if not self._started:
             if len(buf) < 3 and b"\xef\xbb\xbf".startswith(buf):
-                self._buf = buf
                 return []
             if buf.startswith(b"\xef\xbb\xbf"):
-                buf = buf[3:]
+                del buf[:3]
             self._started = True
         out: list[Frame] = []
         start = 0
         n = len(buf)
+        scan = self._scanned
         while True:
-            i_lf = buf.find(b"\n", start)
-            i_cr = buf.find(b"\r", start)
+            i_lf = buf.find(b"\n", scan)
+            i_cr = buf.find(b"\r", scan, i_lf if i_lf >= 0 else n)
             if i_lf < 0 and i_cr < 0:
                 break
-            if i_cr < 0 or (0 <= i_lf < i_cr):
+            if i_cr < 0:
                 end, nxt = i_lf, i_lf + 1
             else:
                 end = i_cr
                 if i_cr + 1 < n:
-                    nxt = i_cr + 2 if buf[i_cr + 1 : i_cr + 2] == b"\n" else i_cr + 1
+                    nxt = i_cr + 2 if buf[i_cr + 1] == 0x0A else i_cr + 1
                 else:
                     nxt = i_cr + 1
                     self._cr = True
-            line = buf[start:end]
-            start = nxt
+            line = bytes(buf[start:end])
+            start = scan = nxt
             f = self._line(line)
             if f is not None:
                 out.append(f)
-        self._buf = buf[start:]
-        if len(self._buf) + self._size > MAX_FRAME:
+        del buf[:start]
+        self._scanned = len(buf)
+        if len(buf) + self._size > MAX_FRAME:
             raise FrameTooLarge("an event stream frame is over 64 MiB")
         return out
 
