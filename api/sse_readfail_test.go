@@ -87,7 +87,7 @@ func TestSSEEndsWithReconnectWhenAReadFails(t *testing.T) {
 // nothing in the log, so an operator could not tell a store fault from
 // clients leaving.
 func TestDurableStreamsSSEReadFailureLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	st := &failedReadStore{Store: testutil.OpenStore(t, ""), err: errors.New("sqlite: disk I/O error")}
 	v := newEnvStreams(t, st, api.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, catchUpEngine(), &streams.Options{ReadBytes: 512})
 	v.longThread("t1", 200)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // wsMsg is a server frame, every field of every op.
@@ -425,27 +425,9 @@ func TestWSFrameLimit(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestWSAuth(t *testing.T) {
 	const clientTok, workerTok = "client-token-0123456789", "worker-token-0123456789"
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	v := newEnv(t, api.Options{
 		Keys:   []api.Key{{Token: clientTok, Role: api.RoleClient}, {Token: workerTok, Role: api.RoleWorker}},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

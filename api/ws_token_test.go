@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // TestWSAccessTokenGivenTwice: ?access_token= given more than once is 400
@@ -20,7 +21,7 @@ import (
 // The tokens are neither echoed nor logged.
 func TestWSAccessTokenGivenTwice(t *testing.T) {
 	const clientTok = "client-token-0123456789"
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	v := newEnv(t, api.Options{
 		Keys:   []api.Key{{Token: clientTok, Role: api.RoleClient}},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

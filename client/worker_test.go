@@ -37,7 +37,7 @@ type workerEnv struct {
 	c      *Client // the worker's
 	admin  *Client
 	faults *faults
-	logs   *lockedBuffer // the worker's log
+	logs   *testutil.SyncBuffer // the worker's log
 }
 
 func newWorkerEnv(t *testing.T, eopts engine.Options) *workerEnv {
@@ -90,7 +90,7 @@ func newWorkerEnvNet(t *testing.T, eopts engine.Options, aopts api.Options, toke
 	opts := func(tr http.RoundTripper) *Options {
 		return &Options{Token: token, HTTPClient: &http.Client{Transport: tr}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	}
-	return &workerEnv{t: t, url: hs.URL, e: e, c: New(hs.URL, opts(f)), admin: New(hs.URL, opts(plain)), faults: f, logs: &lockedBuffer{}}
+	return &workerEnv{t: t, url: hs.URL, e: e, c: New(hs.URL, opts(f)), admin: New(hs.URL, opts(plain)), faults: f, logs: &testutil.SyncBuffer{}}
 }
 
 // start runs a worker with the agents until the test ends.
@@ -301,24 +301,6 @@ func (f *faults) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.appends
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // speaker streams one assistant message, one text.delta per word, with a

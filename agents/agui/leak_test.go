@@ -1,12 +1,10 @@
 package agui_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +25,7 @@ func TestUnreachableUpstreamLogsNoURL(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	log := &syncBuffer{}
+	log := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	a, err := agui.New(agui.Options{URL: "http://" + addr + "/agent?key=" + secret, Logger: logger})
 	if err != nil {
@@ -60,22 +58,4 @@ func TestUnreachableUpstreamLogsNoURL(t *testing.T) {
 	if _, err := agui.New(agui.Options{URL: "ftp://user:" + secret + "@example.com/"}); err == nil || strings.Contains(err.Error(), secret) {
 		t.Fatalf("New: %v", err)
 	}
-}
-
-// syncBuffer is a log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

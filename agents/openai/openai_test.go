@@ -1,7 +1,6 @@
 package openai_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/openai"
@@ -22,7 +23,6 @@ import (
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -121,29 +121,11 @@ func finish(reason string) string {
 
 const usage = `{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"m1-2025","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`
 
-// syncBuffer is a log sink for the agent.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // setup is an agent against a fake server.
 type setup struct {
 	f     *fake
 	a     *openai.Agent
-	log   *syncBuffer
+	log   *testutil.SyncBuffer
 	mu    sync.Mutex
 	waits []time.Duration
 }
@@ -158,7 +140,7 @@ func (s *setup) pauses() []time.Duration {
 // pauses are recorded rather than slept.
 func newAgent(t *testing.T, f *fake, opts openai.Options) *setup {
 	t.Helper()
-	s := &setup{f: f, log: &syncBuffer{}}
+	s := &setup{f: f, log: &testutil.SyncBuffer{}}
 	opts.BaseURL = f.URL + "/v1"
 	if opts.Model == "" {
 		opts.Model = "m1"

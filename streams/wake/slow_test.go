@@ -1,7 +1,6 @@
 package wake_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/streams/wake"
 )
 
@@ -78,7 +78,7 @@ func TestWebhookFailureLogsNoReceiverText(t *testing.T) {
 		got <- struct{}{}
 	}))
 	t.Cleanup(srv.Close)
-	log := &logBuffer{}
+	log := &testutil.SyncBuffer{}
 	e := newEnvWith(t, wake.Options{BaseURL: "http://tether.test", AllowLoopback: true, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if _, _, err := e.m.Create("s", wake.CreateRequest{Type: wake.TypeWebhook, Streams: []string{"x"}, WebhookURL: srv.URL, LeaseTTL: time.Second}); err != nil {
 		t.Fatal(err)
@@ -98,21 +98,4 @@ func TestWebhookFailureLogsNoReceiverText(t *testing.T) {
 	if !strings.Contains(out, "webhook delivery failed") || !strings.Contains(out, "500") || strings.Contains(out, secret) {
 		t.Fatalf("log: %s", out)
 	}
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
