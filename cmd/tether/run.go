@@ -69,6 +69,11 @@ func runCmd(ctx context.Context, args []string, env func(string) string, stdout,
 	}
 	run, err := c.CreateRun(ctx, tid, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The server may have made the run before the interrupt.
+			fmt.Fprintf(stderr, "Interrupted before the server answered; the run may have started. See it with: tether tail %s\n", tid)
+			return errors.New("interrupted")
+		}
 		return during("start the run", err)
 	}
 

@@ -456,3 +456,29 @@ func TestRunFlagsAfterPrompt(t *testing.T) {
 		t.Errorf("agent %q, prompt %q", body.Agent, body.Input.Messages[0].Content)
 	}
 }
+
+// Ctrl-C while the run is being created: the server may have made it
+// already, so the command says where to look rather than only "context
+// canceled".
+func TestRunInterruptedWhileCreating(t *testing.T) {
+	arrived := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" && r.URL.Path == "/v1/threads/t1/runs" {
+			_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the client go
+			close(arrived)
+			<-r.Context().Done()
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() { <-arrived; cancel() }()
+	_, stderr, err := runWith(t, ctx, envOf(), "", "--server", hs.URL, "--thread", "t1", "hello")
+	if err == nil || err.Error() != "interrupted" {
+		t.Fatalf("err %v, want interrupted", err)
+	}
+	if !strings.Contains(stderr, "may have started") || !strings.Contains(stderr, "tether tail t1") {
+		t.Fatalf("stderr %q, want where to look for the run", stderr)
+	}
+}
