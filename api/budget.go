@@ -31,7 +31,8 @@ type budget struct {
 
 	mu   sync.Mutex
 	used int64
-	// held is the bytes each principal holds (only those holding some).
+	// held is the bytes each principal with a share holds (only those
+	// holding some): not the key "", nor any key without a share.
 	held map[string]int64
 	// queues is each principal's waiting requests (only those with some);
 	// turns is those principals in the order they are served in.
@@ -71,12 +72,17 @@ func (b *budget) withinShare(key string, n int64) bool {
 // take hands n bytes to key; b.mu is held.
 func (b *budget) take(key string, n int64) {
 	b.used += n
-	b.held[key] += n
+	if b.share > 0 && key != "" {
+		b.held[key] += n
+	}
 }
 
 // giveBack returns n bytes of key's; b.mu is held.
 func (b *budget) giveBack(key string, n int64) {
 	b.used -= n
+	if b.share <= 0 || key == "" {
+		return
+	}
 	if h := b.held[key] - n; h > 0 {
 		b.held[key] = h
 	} else {
