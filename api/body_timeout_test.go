@@ -20,7 +20,8 @@ import (
 // every write of every client wait and fail 503.
 func TestStalledBodyIsCut(t *testing.T) {
 	v := newEnv(t, api.Options{Keys: []api.Key{{Token: clientToken, Role: api.RoleClient}},
-		Limits: api.Limits{BodyTimeout: 3 * time.Second, BodyWait: time.Minute}})
+		// No share per principal: the one key's two bodies take the whole budget.
+		Limits: api.Limits{BodyTimeout: 3 * time.Second, BodyWait: time.Minute, BodyBytesPerPrincipal: -1}})
 	var conns []*bufio.Reader
 	for range 2 {
 		conns = append(conns, stalledBody(t, v.url, "/v1/threads", clientToken, `{"`, 20*time.Second))

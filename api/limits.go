@@ -11,7 +11,7 @@ import (
 // server-wide cap on request bodies in flight. A principal's limits are
 // token buckets: a burst, refilled at a steady rate. The zero value limits
 // no principal (tether serve sets its flags' defaults) and caps bodies in
-// flight at 2 × Options.MaxBodyBytes.
+// flight at 2 × Options.MaxBodyBytes, a quarter of that per principal.
 type Limits struct {
 	// Threads bounds the threads and Durable Streams a principal creates
 	// (POST /v1/threads, PUT /v1/stream/{path}). Defaults to no limit.
@@ -39,6 +39,17 @@ type Limits struct {
 	// request is let in until it is answered or becomes a stream.
 	// Defaults to 2 × Options.MaxBodyBytes; negative: no cap.
 	BodyBytes int64
+	// BodyBytesPerPrincipal caps the bytes of BodyBytes one principal
+	// holds at once (a principal that holds none may always take one body,
+	// so that any body allowed can pass): a request over it waits, as for
+	// room under BodyBytes, for the principal's own bodies to be answered,
+	// then is refused the same way. Without it, one client could announce
+	// large bodies and send them slowly, and hold the whole budget while
+	// every other principal's writes waited and failed. The principals
+	// waiting for room are served in turn, one request each. Requests that
+	// are not limited (quotaKey "": loopback without keys) have no share.
+	// Defaults to BodyBytes / 4; negative: no cap per principal.
+	BodyBytesPerPrincipal int64
 	// BodyWait is how long a request waits for room under BodyBytes.
 	// Defaults to 5s.
 	BodyWait time.Duration
@@ -59,6 +70,9 @@ type Limits struct {
 func (l *Limits) setDefaults(maxBody int64) {
 	if l.BodyBytes == 0 {
 		l.BodyBytes = 2 * maxBody
+	}
+	if l.BodyBytesPerPrincipal == 0 && l.BodyBytes > 0 {
+		l.BodyBytesPerPrincipal = max(1, l.BodyBytes/4)
 	}
 	if l.BodyWait <= 0 {
 		l.BodyWait = 5 * time.Second

@@ -29,7 +29,7 @@ type quotas struct {
 	lastSweep time.Time
 
 	// refused counts refusals by limit: threads, runs, appends,
-	// append_bytes, streams, body_budget.
+	// append_bytes, streams, body_budget, body_share.
 	refused *prometheus.CounterVec
 }
 
@@ -52,7 +52,7 @@ func newQuotas(lim Limits, now func() time.Time) *quotas {
 		now = time.Now
 	}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tether_limited_total", Help: "Requests refused by a limit (429, or 503 for body_budget), by limit.",
+		Name: "tether_limited_total", Help: "Requests refused by a limit (429, or 503 for body_budget and body_share), by limit.",
 	}, []string{"limit"})
 	for _, l := range limitLabels {
 		refused.WithLabelValues(l)
@@ -63,7 +63,7 @@ func newQuotas(lim Limits, now func() time.Time) *quotas {
 // limitLabels are the values of tether_limited_total's label. Each is
 // served from the start, at 0: a series that appears at its first refusal
 // hides that refusal from rate() and increase().
-var limitLabels = []string{"threads", "runs", "appends", "append_bytes", "streams", "body_budget"}
+var limitLabels = []string{"threads", "runs", "appends", "append_bytes", "streams", "body_budget", "body_share"}
 
 // limitCollectors returns the limits' metrics: refusals, principals held,
 // and the bytes of the body budget in use.
@@ -332,17 +332,23 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 			if n < 0 || n > s.opts.MaxBodyBytes {
 				n = s.opts.MaxBodyBytes // the most a handler reads
 			}
-			release, ok := s.budget.tryAcquire(n)
+			release, ok := s.budget.tryAcquire(rq.key, n)
 			var err error
+			var overShare bool
 			if !ok {
 				// Only a request that must wait gets a deadline (a timer).
 				ctx, cancel := context.WithTimeout(r.Context(), s.opts.Limits.BodyWait)
-				release, err = s.budget.acquire(ctx, n)
+				release, overShare, err = s.budget.acquire(ctx, rq.key, n)
 				cancel()
 			}
 			if err != nil {
 				if r.Context().Err() != nil {
 					return // the client left
+				}
+				if overShare {
+					s.quotas.refused.WithLabelValues("body_share").Inc()
+					refuse(tether.Errorf(tether.CodeUnavailable, "this key has too many large requests in flight: retry once one is answered"), time.Second)
+					return
 				}
 				s.quotas.refused.WithLabelValues("body_budget").Inc()
 				refuse(tether.Errorf(tether.CodeUnavailable, "the server is handling too many large requests: retry"), time.Second)

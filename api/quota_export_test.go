@@ -8,3 +8,12 @@ func BodyBytesInUse(s *Server) int64 {
 	}
 	return s.budget.inUse()
 }
+
+// BodyRequestsWaiting returns the requests waiting for room in the
+// server's budget.
+func BodyRequestsWaiting(s *Server) int {
+	if s.budget == nil {
+		return 0
+	}
+	return s.budget.waitersLen()
+}

@@ -167,7 +167,7 @@ func New(e *engine.Engine, opts Options) *Server {
 	s.metrics = newMetrics(e)
 	s.quotas = newQuotas(opts.Limits, nil)
 	if opts.Limits.BodyBytes > 0 {
-		s.budget = newBudget(opts.Limits.BodyBytes)
+		s.budget = newBudget(opts.Limits.BodyBytes, opts.Limits.BodyBytesPerPrincipal)
 	}
 	s.metrics.reg.MustRegister(s.limitCollectors()...)
 	s.ready.Store(true)

@@ -89,6 +89,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	limitAppendBytes := fs.String("limit-append-bytes", "TETHER_LIMIT_APPEND_BYTES", "64MiB/s", "bytes of append bodies each key may send: N/s, N/m or N/h with N in bytes or KiB, MiB, GiB, 0 for no limit; at least --max-body at once")
 	limitStreams := fs.Int("limit-streams", "TETHER_LIMIT_STREAMS", 1000, "streams (SSE, WebSocket) and long polls each key may hold open at once, 0 for no limit")
 	maxBodyInFlight := fs.Int("max-body-in-flight", "TETHER_MAX_BODY_IN_FLIGHT", 0, "request-body bytes handled at once, over every client (0: 2 x --max-body, -1: no cap); a request that does not fit waits up to 5s, then gets 503 unavailable with Retry-After")
+	maxBodyPerKey := fs.Int("max-body-in-flight-per-key", "TETHER_MAX_BODY_IN_FLIGHT_PER_KEY", 0, "request-body bytes of --max-body-in-flight each key may hold at once (0: a quarter of it, -1: no cap per key); a key holding none may always send one body. Over it, a request waits up to 5s for the key's own bodies to be answered, then gets 503 unavailable with Retry-After; keys waiting for room are served in turn")
 	fs.StringVar(&c.nodeID, "node-id", fs.envOr("TETHER_NODE_ID", "local"), "this node's name, unique among the nodes sharing a store; its in-process runs are aborted when it restarts (with --store nats://..., the host name unless set) ($TETHER_NODE_ID)")
 	fs.StringVar(&c.agent, "agent", fs.envOr("TETHER_AGENT", demo.Name), "default agent for runs that name none ($TETHER_AGENT)")
 	fs.StringVar(&c.agents, "agents", fs.envOr("TETHER_AGENTS", ""), "comma-separated names of external agents (served by workers) whose runs are accepted before any worker claims; more can be declared with PUT /v1/agents/{name} ($TETHER_AGENTS)")
@@ -124,7 +125,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 		}
 		c.memoryLimit = n
 	}
-	if err := checkServeValues(c, *maxBodyInFlight); err != nil {
+	if err := checkServeValues(c, *maxBodyInFlight, *maxBodyPerKey); err != nil {
 		fmt.Fprintf(stderr, "tether serve: %v\n", err)
 		return errUsage
 	}
@@ -164,6 +165,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	c.limits.Streams = *limitStreams
 	c.limits.BodyBytes = int64(*maxBodyInFlight)
+	c.limits.BodyBytesPerPrincipal = int64(*maxBodyPerKey)
 	c.loopbackWebhooks = *loopbackWebhooks
 	c.aguiAgents = aguiList.items
 	c.tokens.publicKeys = pubKeys.items
@@ -177,7 +179,7 @@ func serveCmd(ctx context.Context, args []string, env func(string) string, stdou
 // environment twin) cannot mean: below them the server's options would
 // take their defaults in silence, or, for --shutdown-grace, abort every
 // run at once.
-func checkServeValues(c serveConfig, maxBodyInFlight int) error {
+func checkServeValues(c serveConfig, maxBodyInFlight, maxBodyPerKey int) error {
 	for _, d := range []struct {
 		flag, env string
 		v         time.Duration
@@ -206,6 +208,9 @@ func checkServeValues(c serveConfig, maxBodyInFlight int) error {
 	}
 	if maxBodyInFlight < -1 {
 		return fmt.Errorf("--max-body-in-flight ($TETHER_MAX_BODY_IN_FLIGHT) must be a number of bytes, 0 (2 x --max-body) or -1 (no cap), not %d", maxBodyInFlight)
+	}
+	if maxBodyPerKey < -1 {
+		return fmt.Errorf("--max-body-in-flight-per-key ($TETHER_MAX_BODY_IN_FLIGHT_PER_KEY) must be a number of bytes, 0 (a quarter of --max-body-in-flight) or -1 (no cap per key), not %d", maxBodyPerKey)
 	}
 	return nil
 }

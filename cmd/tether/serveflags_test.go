@@ -32,6 +32,8 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 		{args: []string{"--nats-replicas", "0"}, flag: "--nats-replicas"},
 		{args: []string{"--nats-replicas", "7"}, flag: "--nats-replicas"},
 		{args: []string{"--max-body-in-flight", "-7"}, flag: "--max-body-in-flight"},
+		{args: []string{"--max-body-in-flight-per-key", "-2"}, flag: "--max-body-in-flight-per-key"},
+		{env: map[string]string{"TETHER_MAX_BODY_IN_FLIGHT_PER_KEY": "-3"}, flag: "--max-body-in-flight-per-key"},
 		{args: []string{"--run-concurrency", "0"}, flag: "--run-concurrency"},
 		{args: []string{"--memory-limit", "0"}, flag: "--memory-limit"},
 		{args: []string{"--memory-limit", "-5MiB"}, flag: "--memory-limit"},
@@ -69,7 +71,7 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 	cancel()
 	var stderr strings.Builder
 	err := serveCmd(ctx, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--shutdown-grace", "0", "--max-body-in-flight", "-1", "--nats-replicas", "5", "--max-body", "1"}, noEnv, io.Discard, &stderr)
+		"--shutdown-grace", "0", "--max-body-in-flight", "-1", "--max-body-in-flight-per-key", "-1", "--nats-replicas", "5", "--max-body", "1"}, noEnv, io.Discard, &stderr)
 	if err == errUsage {
 		t.Fatalf("edge values refused: %s", stderr.String())
 	}
