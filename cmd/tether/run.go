@@ -390,6 +390,14 @@ func (p *printer) snapshot(s *tether.Snapshot) {
 		p.jsonLine(struct {
 			Snapshot *tether.Snapshot `json:"snapshot"`
 		}{s})
+		return
+	}
+	if s.Reset {
+		// The cursor is not in the log any more (the server lost its tail
+		// in a crash, or was restored from a backup): what follows goes on
+		// from what the server kept, which the text already printed may
+		// not match. Said, rather than left for the reader to notice.
+		p.note(fmt.Sprintf("the server no longer has the events this output was at; it goes on from what it kept (offset %s), so the text above may differ from the run's answer", s.Offset))
 	}
 }
 

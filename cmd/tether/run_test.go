@@ -482,3 +482,30 @@ func TestRunInterruptedWhileCreating(t *testing.T) {
 		t.Fatalf("stderr %q, want where to look for the run", stderr)
 	}
 }
+
+// A reset snapshot mid-run (the server lost the events this output was
+// at): the text goes on, and stderr says that what was printed may differ
+// from the run's answer. Before, nothing was said.
+func TestRunSaysWhenTheLogWasReset(t *testing.T) {
+	evs := answerScript(runDone)
+	f := newFakeServer(t, func(n int, s *sse, r *http.Request) {
+		if n == 1 {
+			s.send(evs[:12]...) // "Here is " printed
+			panic(http.ErrAbortHandler)
+		}
+		// After a crash that lost the tail: the log ends at event 11.
+		snap := fmt.Sprintf(`{"reset":true,"thread":{"id":"t1","status":"busy","metadata":{},"last_offset":%q,"active_run_id":"r1"},"runs":[],"messages":[],"offset":%q}`, off(11), off(11))
+		s.raw(fmt.Sprintf("event: snapshot\nid: %s\ndata: %s\n\n", off(11), snap))
+		s.send(evs[11:]...)
+	})
+	out, errOut, err := runWith(t, testCtx(t), envOf("TETHER_SERVER", f.URL), "", "hello")
+	if err != nil {
+		t.Fatalf("err = %v\nstderr:\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "no longer has the events") || !strings.Contains(errOut, string(off(11))) {
+		t.Errorf("stderr = %q, want a note of the reset", errOut)
+	}
+	if !strings.HasSuffix(out, "answer.\n") {
+		t.Errorf("stdout = %q", out)
+	}
+}
