@@ -53,6 +53,11 @@ func (tx *Tx) Apply(e *tether.Event) error {
 	if err := tx.m.checkShape(e); err != nil {
 		return err
 	}
+	if !tx.direct {
+		if err := checkKept(e); err != nil {
+			return err
+		}
+	}
 	if e.Type == tether.EventRunCreated {
 		return tx.runCreated(e)
 	}
