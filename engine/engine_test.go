@@ -568,3 +568,42 @@ func TestForeignLogs(t *testing.T) {
 		t.Fatalf("the foreign log was touched: %v", err)
 	}
 }
+
+// A run of an in-process agent with a cancel request pending when the
+// server stops ends cancelled at the restart, not aborted: the client asked
+// for the run to end and it did, as the cancel grace would have ended it.
+func TestRestartEndsCancelledRunCancelled(t *testing.T) {
+	dir := t.TempDir()
+	st := testutil.OpenStore(t, dir)
+	e := engine.New(st, engine.Options{NodeID: "n1"})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	mustThread(t, e, "local")
+	mustRun(t, e, "local", engine.RunRequest{Agent: "demo"})
+	lc, err := e.Claim(ctx, engine.ClaimRequest{WorkerID: "inproc", Agents: []string{"demo"}, Local: true, Wait: time.Second})
+	if err != nil || lc == nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, e, lc, &tether.Event{Type: tether.EventMessageStarted, MessageID: "m1", Role: tether.RoleAssistant},
+		&tether.Event{Type: tether.EventTextDelta, MessageID: "m1", Delta: "half an ans"})
+	if _, err := e.CancelRun(ctx, lc.Run.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.Close() // the process dies before the agent confirms the cancel
+	st.Close()
+
+	st2 := testutil.OpenStore(t, dir)
+	e2 := newEngine(t, st2, engine.Options{NodeID: "n1"})
+	snap, err := e2.Run(ctx, lc.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := snap.Runs[0]; r.Status != tether.RunCancelled || r.Error != nil {
+		t.Fatalf("a cancelled local run after restart: %s %+v", r.Status, r.Error)
+	}
+	if m := snap.Messages[len(snap.Messages)-1]; m.Status != tether.MessageAborted {
+		t.Fatalf("its message: %+v", m)
+	}
+}

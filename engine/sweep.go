@@ -75,7 +75,8 @@ func (e *Engine) requeue(ctx context.Context, threadID string) error {
 }
 
 // abort ends a run aborted with a reason, in one append that also aborts
-// its running messages. check, if set, must still hold under the thread's
+// its running messages; a run with a cancel request pending ends
+// cancelled instead (protocol.md, "The server ends a run itself"). check, if set, must still hold under the thread's
 // lock (the sweeper uses it to re-check that the lease is still expired).
 func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *planner) bool) error {
 	t, err := e.threadOfRun(ctx, runID)
@@ -87,6 +88,12 @@ func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *
 		r, ok := p.run(runID)
 		if !ok || r.Status.Terminal() || (check != nil && !check(p)) {
 			return nil
+		}
+		// A client asked for the run to end and it did: it ends as the
+		// cancel grace would have ended it, whoever stopped it first.
+		if !r.CancelRequestedAt.IsZero() {
+			e.log.Info("run cancelled", "run", runID, "thread", t.id, "reason", reason)
+			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunCancelled)})
 		}
 		e.counters.Aborted.Add(1)
 		e.log.Info("run aborted", "run", runID, "thread", t.id, "reason", reason)

@@ -208,3 +208,40 @@ func BenchmarkStateDeltas(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStateDeltaPerAppend appends one small state.delta per batch (a
+// Tx each, as one append of one event) to a thread whose state is of a
+// given size: what checking an append costs, including the bounds on the
+// state's size and depth, should not grow with the state.
+func BenchmarkStateDeltaPerAppend(b *testing.B) {
+	for _, size := range []int{64 << 10, 4 << 20} {
+		for _, op := range []string{"add", "copy", "move-deeper"} {
+			b.Run(fmt.Sprintf("%s/state=%dKiB", op, size>>10), func(b *testing.B) {
+				items := make([]string, 0, size/40)
+				for len(items)*40 < size {
+					items = append(items, fmt.Sprintf(`{"id":%d,"title":"item number %06d","x":{}}`, len(items), len(items)))
+				}
+				doc := `{"items":[` + strings.Join(items, ",") + `],"a":{"b":{"c":[1,2,3]}},"d":{"e":{}}}`
+				s := mustFold(b, runCreated("r1"), runStarted("r1"),
+					&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(doc)})
+				m := s.Machine().Clone()
+				patches := map[string][]string{
+					"add":         {`[{"op":"add","path":"/items/7/x/k","value":{"n":[1,2]}}]`, `[{"op":"remove","path":"/items/7/x/k"}]`},
+					"copy":        {`[{"op":"copy","from":"/a","path":"/items/7/x/k"}]`, `[{"op":"remove","path":"/items/7/x/k"}]`},
+					"move-deeper": {`[{"op":"move","from":"/a","path":"/d/e/a"}]`, `[{"op":"move","from":"/d/e/a","path":"/a"}]`},
+				}[op]
+				next := 3
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					next++
+					tx := m.Begin()
+					e := tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: json.RawMessage(patches[i%2]), TS: at(next), Offset: offset(next)}
+					if err := tx.Apply(&e); err != nil {
+						b.Fatal(err)
+					}
+					tx.Commit()
+				}
+			})
+		}
+	}
+}

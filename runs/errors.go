@@ -10,8 +10,9 @@ import (
 )
 
 // Every rejection of an event is a *tether.Error with code bad_request (the
-// event is malformed or names something that does not exist) or conflict
-// (the event is well formed but impossible in the current state), so that
+// event is malformed or names something that does not exist), conflict
+// (the event is well formed but impossible in the current state) or
+// too_large (it would take the thread's state past its bound), so that
 // the API maps them without knowing this package. The sentinels below are
 // DecodeState's, which no client ever sees.
 
@@ -44,6 +45,10 @@ func q(id string) string {
 		return strconv.Quote(id[:max]) + "…"
 	}
 	return strconv.Quote(id)
+}
+
+func tooLarge(format string, args ...any) error {
+	return tether.Errorf(tether.CodeTooLarge, format, args...)
 }
 
 func notAllowed(field, typ string) error {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // A thread's state is changed by state.delta events carrying an RFC 6902
@@ -29,6 +31,20 @@ import (
 
 // maxPatchCopy bounds what the copy operations of one patch may add.
 const maxPatchCopy = 1 << 20
+
+// maxStateBytes and maxStateDepth bound a thread's state (its compact
+// JSON) for new writes: a state.snapshot or state.delta that would make it
+// larger or deeper is too_large. Each patch is small and shallow (a body
+// is at most --max-body and 256 levels), but patches add up: 100-byte
+// copies add 1 MiB each, and a value added at the end of a deep path
+// nests deeper than any body, past what readers decode (Python's json
+// stops near 1,000 levels). The state is in memory for every thread a
+// node holds and in every snapshot sent, so its bound is a few bodies'
+// worth. A log stored before the bound still folds: only Tx checks it.
+const (
+	maxStateBytes = 8 << 20
+	maxStateDepth = nest.Max
+)
 
 // ApplyPatch applies an RFC 6902 JSON Patch to doc exactly as state.delta
 // does (nil doc and result for null), for those who follow a thread's

@@ -136,11 +136,72 @@ func FuzzJSONPatch(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("result %q is not JSON", out)
 		}
+		// The sizes the patcher keeps are those of what it writes.
+		var p patcher
+		if keep != nil {
+			var c bytes.Buffer
+			_ = json.Compact(&c, keep)
+			p.root = json.RawMessage(c.Bytes())
+		}
+		for i := range ops {
+			if err := p.apply(&ops[i]); err != nil {
+				t.Fatalf("operation %d applied once but not again: %v", i, err)
+			}
+			checkSizes(t, p.root)
+		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, out); err != nil || !bytes.Equal(buf.Bytes(), out) {
 			t.Fatalf("result %s is not compact JSON (%v)", out, err)
 		}
 	})
+}
+
+// checkSizes fails t unless every container of the tree v has the size of
+// what encodeTree writes of it.
+func checkSizes(t *testing.T, v any) {
+	t.Helper()
+	var buf bytes.Buffer
+	_ = encodeTree(&buf, v)
+	if sizeOf(v) != buf.Len() {
+		t.Fatalf("size %d of %.80s, which is %d bytes", sizeOf(v), buf.Bytes(), buf.Len())
+	}
+	switch x := v.(type) {
+	case *node:
+		for _, k := range x.keys {
+			checkSizes(t, x.vals[k])
+		}
+	case *array:
+		for _, e := range x.elems {
+			checkSizes(t, e)
+		}
+	}
+}
+
+// The patcher keeps the size of every container it changes, member names
+// written escaped included, so that a state is measured at the cost of a
+// patch.
+func TestJSONPatchSizes(t *testing.T) {
+	doc := json.RawMessage(`{"<a>":{"b&":[1,{"\u00e9":2}],"c":"\u2028"},"d":[],"e":{}}`)
+	for _, patch := range []string{
+		`[{"op":"add","path":"/<a>/b&/1/x\u0001","value":{"<":">"}}]`,
+		`[{"op":"remove","path":"/<a>/b&/0"},{"op":"remove","path":"/<a>/b&/0"}]`,
+		`[{"op":"move","from":"/<a>/b&","path":"/d/-"},{"op":"copy","from":"/d","path":"/e/ "}]`,
+		`[{"op":"replace","path":"/<a>","value":[]},{"op":"add","path":"/<a>/0","value":"x"},{"op":"add","path":"/<a>/0","value":"y"}]`,
+		`[{"op":"remove","path":"/e"},{"op":"remove","path":"/d"},{"op":"remove","path":"/<a>"}]`,
+		`[{"op":"replace","path":"","value":[1]},{"op":"add","path":"/-","value":{}},{"op":"add","path":"/1/k","value":1}]`,
+	} {
+		ops, err := parsePatch(json.RawMessage(patch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := patcher{root: doc}
+		for i := range ops {
+			if err := p.apply(&ops[i]); err != nil {
+				t.Fatalf("%s: operation %d: %v", patch, i, err)
+			}
+			checkSizes(t, p.root)
+		}
+	}
 }
 
 // A Tx sees the state its events set; its machine does not until Commit,
@@ -194,5 +255,44 @@ func TestJSONPatchCopyBoundAcrossTests(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "1 MiB") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// The bounds on the state hold new writes only: a log stored before them,
+// with a state over them, still folds, and a write may shrink that state
+// but not grow it.
+func TestStateBoundsNewWritesOnly(t *testing.T) {
+	deep := strings.Repeat(`{"x":`, 200) + "1" + strings.Repeat("}", 200)
+	ptr := strings.Repeat("/x", 200)
+	delta := func(patch string) *tether.Event {
+		return &tether.Event{Type: tether.EventStateDelta, RunID: "r1", Patch: json.RawMessage(patch)}
+	}
+	s := mustFold(t, runCreated("r1"), runStarted("r1"),
+		&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"big":"` + strings.Repeat("b", maxStateBytes) + `","d":` + deep + `}`)},
+		delta(`[{"op":"replace","path":"/d`+ptr[:len(ptr)-2]+`","value":`+deep+`}]`),
+	)
+	n := 4
+	for _, c := range []struct {
+		patch string
+		code  tether.Code
+	}{
+		{`[{"op":"add","path":"/n","value":1}]`, tether.CodeTooLarge},
+		{`[{"op":"add","path":"/d` + ptr + `/y","value":1}]`, tether.CodeTooLarge},
+		{`[{"op":"replace","path":"/big","value":"small"}]`, ""},
+		{`[{"op":"add","path":"/n","value":1}]`, ""},
+		{`[{"op":"remove","path":"/d` + ptr[:60] + `"}]`, ""},
+		{`[{"op":"replace","path":"/big","value":"` + strings.Repeat("b", maxStateBytes) + `"}]`, tether.CodeTooLarge},
+	} {
+		tx := s.Machine().Clone().Begin()
+		err := tx.Apply(stamp(n, delta(c.patch))[0])
+		if (err == nil) != (c.code == "") || err != nil && tether.CodeOf(err) != c.code {
+			t.Fatalf("%.80s: %v, want %q", c.patch, err, c.code)
+		}
+		if err == nil {
+			if err := s.Apply(stamp(n, delta(c.patch))[0]); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
 	}
 }

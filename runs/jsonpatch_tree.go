@@ -4,17 +4,88 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // The tree of a document being patched: *node for an object, *array for
 // an array, and json.RawMessage for any value not yet looked into (a
 // scalar, or a container no path went through). nil is null.
+//
+// size is the length of the container's JSON as encodeTree writes it,
+// set by expand and kept by the patcher as it changes the tree, so that a
+// thread's state is measured at the cost of what a patch changes, not a
+// scan of it (maxStateBytes). Merge patches (metaTree) do not keep it.
 type node struct {
 	keys []string // in order; a key is in vals iff it is in keys
 	vals map[string]any
+	size int
 }
 
-type array struct{ elems []any }
+type array struct {
+	elems []any
+	size  int
+}
+
+// sizeOf returns the length of v's JSON as encodeTree writes it.
+func sizeOf(v any) int {
+	switch x := v.(type) {
+	case *node:
+		return x.size
+	case *array:
+		return x.size
+	case json.RawMessage:
+		return len(x)
+	}
+	return len("null")
+}
+
+// keySize returns the length of key's JSON as encodeTree writes it.
+func keySize(key string) int {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(key) // never fails for a string
+			return len(b)
+		}
+	}
+	return len(key) + 2
+}
+
+// depthOf returns how deep v's arrays and objects nest (0 for a scalar)
+// if that is at most stop (> 0), else some depth over stop: it stops
+// looking there, as nest.Depth does.
+func depthOf(v any, stop int) int {
+	var elems func(yield func(any) bool)
+	switch x := v.(type) {
+	case *node:
+		elems = func(yield func(any) bool) {
+			for _, k := range x.keys {
+				if !yield(x.vals[k]) {
+					return
+				}
+			}
+		}
+	case *array:
+		elems = func(yield func(any) bool) {
+			for _, e := range x.elems {
+				if !yield(e) {
+					return
+				}
+			}
+		}
+	case json.RawMessage:
+		return nest.Depth(x, stop)
+	default:
+		return 0
+	}
+	d := 0
+	for e := range elems {
+		if d = max(d, depthOf(e, max(stop-1, 1))); d >= stop {
+			break
+		}
+	}
+	return d + 1
+}
 
 // set sets a member, keeping its place if it exists, else adding it last.
 func (n *node) set(key string, v any) {
@@ -49,7 +120,7 @@ func expand(v any) (any, error) {
 		return v, nil
 	}
 	if b[i] == '{' {
-		n := &node{vals: make(map[string]any)}
+		n := &node{vals: make(map[string]any), size: 2}
 		for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
 			end := skipString(b, i)
 			key := string(b[i+1 : end-1])
@@ -64,6 +135,10 @@ func expand(v any) (any, error) {
 			}
 			i = skipSpace(b, i+1)
 			vend := skipValue(b, i)
+			if len(n.keys) > 0 {
+				n.size++
+			}
+			n.size += keySize(key) + 1 + vend - i
 			n.set(key, json.RawMessage(b[i:vend:vend]))
 			if i = skipSpace(b, vend); i < len(b) && b[i] == ',' {
 				i = skipSpace(b, i+1)
@@ -71,9 +146,13 @@ func expand(v any) (any, error) {
 		}
 		return n, nil
 	}
-	a := &array{elems: []any{}}
+	a := &array{elems: []any{}, size: 2}
 	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; {
 		vend := skipValue(b, i)
+		if len(a.elems) > 0 {
+			a.size++
+		}
+		a.size += vend - i
 		a.elems = append(a.elems, json.RawMessage(b[i:vend:vend]))
 		if i = skipSpace(b, vend); i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)

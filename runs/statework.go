@@ -3,6 +3,7 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 )
 
@@ -33,17 +34,30 @@ type stateWork struct {
 }
 
 // apply applies a patch of size bytes (its JSON) to the state, which is
-// base if w is not live. On error, w is as it was.
-func (w *stateWork) apply(base json.RawMessage, ops []patchOp, size int) error {
+// base if w is not live. On error, w is as it was. bounded holds the
+// state to maxStateBytes and maxStateDepth (a new write, not a fold): the
+// error is then errStateSize or errStateDepth (wrapped) where the patch
+// would take it past them. The size is kept in the tree as it changes, so
+// checking it costs what the patch changes; a patch that leaves a state
+// stored before the bound over it is refused only if it grows it.
+func (w *stateWork) apply(base json.RawMessage, ops []patchOp, size int, bounded bool) error {
 	if !w.live {
 		w.start(base)
 	}
-	p := patcher{root: w.tree}
+	p := patcher{root: w.tree, bounded: bounded}
+	before := sizeOf(p.root)
 	for i := range ops {
 		if err := p.apply(&ops[i]); err != nil {
 			w.rebuild()
+			if err == errStateDepth {
+				return fmt.Errorf("operation %d (%s) %w", i, ops[i].op, err)
+			}
 			return patchError(i, "("+ops[i].op+") "+err.Error())
 		}
+	}
+	if after := sizeOf(p.root); bounded && after > maxStateBytes && after > before {
+		w.rebuild()
+		return errStateSize
 	}
 	w.tree = p.root
 	w.patches = append(w.patches, ops)

@@ -3,8 +3,10 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // Tx is a batch of events applied on top of a Machine. The machine is not
@@ -50,6 +52,11 @@ func (tx *Tx) Apply(e *tether.Event) error {
 	}
 	if err := tx.m.checkShape(e); err != nil {
 		return err
+	}
+	if !tx.direct {
+		if err := checkKept(e); err != nil {
+			return err
+		}
 	}
 	if e.Type == tether.EventRunCreated {
 		return tx.runCreated(e)
@@ -454,6 +461,9 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 				return badRequest("field %q of %s is not valid JSON", "state", e.Type)
 			}
 			next = c.Bytes()
+			if !tx.direct && (len(next) > maxStateBytes || !nest.Within(next, maxStateDepth)) {
+				return tooLarge("the state of %s is larger than 8 MiB or nested more than %d levels deep", e.Type, maxStateDepth)
+			}
 		}
 	} else {
 		ops, err := parsePatch(e.Patch)
@@ -474,7 +484,10 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 		if !w.live {
 			base = tx.State()
 		}
-		if err := w.apply(base, ops, len(e.Patch)); err != nil {
+		if err := w.apply(base, ops, len(e.Patch), !tx.direct); err != nil {
+			if errors.Is(err, errStateDepth) || errors.Is(err, errStateSize) {
+				return tooLarge("the patch of %s %v", e.Type, err)
+			}
 			return conflict("the patch of %s does not apply to the thread's state: %v", e.Type, err)
 		}
 		if !tx.direct {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // Event types of stream logs.
@@ -330,6 +331,12 @@ func parseJSONBody(body []byte, allowEmpty bool) (jsonMessages, error) {
 	// §8.1), and what is stored is read back byte for byte.
 	if !utf8.Valid(body) || !json.Valid(body) {
 		return nil, errorf(CodeBadRequest, "the body is not valid JSON")
+	}
+	// What is stored is read back by every client of the stream, and not
+	// every decoder reads what Go's does: the body nests at most as deep
+	// as any request body may (nest.Max, its own level counted).
+	if !nest.Within(body, nest.Max) {
+		return nil, errorf(CodeBadRequest, "the body is nested more than %d levels deep", nest.Max)
 	}
 	// Compacting the whole body compacts each message and leaves one
 	// comma between them.

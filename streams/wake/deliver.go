@@ -23,6 +23,9 @@ type notification struct {
 // deliver sends s's wake to its webhook, on a goroutine of its own, so
 // that neither appends nor the manager wait on a receiver. m.mu is held.
 func (m *Manager) deliver(s *sub) {
+	if m.closing() {
+		return // bg is waited on, or about to be: add nothing to it
+	}
 	if m.baseURL() == "" {
 		// Stored before the server lost its public URL: there is no
 		// callback URL to give the receiver.
@@ -103,9 +106,11 @@ func (m *Manager) scheduleRetry(s *sub) {
 	stopTimer(&s.retry)
 	wid := s.wakeID
 	s.retry = time.AfterFunc(d, func() {
+		defer timerDone()
+		timerFired()
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.subs[s.rec.ID] == s && s.wakeID == wid {
+		if !m.closing() && m.subs[s.rec.ID] == s && s.wakeID == wid {
 			m.deliver(s)
 		}
 	})

@@ -192,7 +192,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops deliveries and timers.
+// Close stops deliveries and timers. Nothing starts a wake or a delivery
+// once it has begun (closing); a delivery in flight is waited for.
 func (m *Manager) Close() error {
 	m.cancel()
 	m.mu.Lock()
@@ -313,6 +314,9 @@ func (m *Manager) hasPending(s *sub) bool {
 // then a webhook notification (whose lease starts when the receiver takes
 // it) or an event in the wake stream. m.mu is held.
 func (m *Manager) wake(s *sub) {
+	if m.closing() {
+		return
+	}
 	s.rec.Generation++
 	m.save(s)
 	s.wakeID = newWakeID()
@@ -361,15 +365,30 @@ func (m *Manager) extendLease(s *sub) {
 	stopTimer(&s.lease)
 	wid := s.wakeID
 	s.lease = time.AfterFunc(time.Duration(s.rec.LeaseTTLMS)*time.Millisecond, func() {
+		defer timerDone()
+		timerFired()
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.subs[s.rec.ID] != s || s.wakeID != wid {
+		if m.closing() || m.subs[s.rec.ID] != s || s.wakeID != wid {
 			return
 		}
 		m.endWake(s)
 		m.triggerNext(s)
 	})
 }
+
+// timerFired and timerDone are called as a lease or retry timer's
+// function starts and returns: a test holds a timer there to run it as
+// Close runs.
+var timerFired, timerDone = func() {}, func() {}
+
+// closing reports whether Close has begun. m.mu is held: Close ends the
+// context before it takes m.mu to stop the timers, so whatever takes m.mu
+// after that sees it, and whatever took it before has added to bg before
+// Close waits on it. A timer whose function had started (Stop could not
+// stop it) and a request in flight then start nothing: no delivery, no
+// wake, no write to a store being closed.
+func (m *Manager) closing() bool { return m.ctx.Err() != nil }
 
 func stopTimer(t **time.Timer) {
 	if *t != nil {
