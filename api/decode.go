@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // readBody reads a request body of at most limit bytes.
@@ -22,7 +23,7 @@ import (
 // refusing them keeps such pages out even where crossOrigin cannot tell
 // (an old browser that sends neither Sec-Fetch-Site nor Origin is not a
 // browser here). Any other type is a mistake worth reporting. A body that
-// is not UTF-8, or nested deeper than maxJSONDepth, is bad_request.
+// is not UTF-8, or nested deeper than nest.Max, is bad_request.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	var mt string
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -53,43 +54,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if !utf8.Valid(b) {
 		return nil, tether.Errorf(tether.CodeBadRequest, "request body is not valid UTF-8")
 	}
-	if !withinDepth(b, maxJSONDepth) {
-		return nil, tether.Errorf(tether.CodeBadRequest, "request body is nested more than %d levels deep", maxJSONDepth)
+	if !nest.Within(b, nest.Max) {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body is nested more than %d levels deep", nest.Max)
 	}
 	return b, nil
-}
-
-// maxJSONDepth is how deep a request body's arrays and objects may nest,
-// counting the body's own. The values kept as they came (metadata, state,
-// data, an answer) reach every reader of the thread, and not every JSON
-// decoder reads what Go's does (10,000 levels): Python's json refuses
-// about 1,000, less its caller's stack, so a deeper value would make the
-// thread unreadable to the Python client and workers. Agent states and
-// tool arguments nest a few tens of levels at most.
-const maxJSONDepth = 256
-
-// withinDepth reports whether the arrays and objects of b nest at most max
-// deep. b need not be valid JSON (decoding says what else is wrong); the
-// brackets in strings do not count.
-func withinDepth(b []byte, max int) bool {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
-		case '[', '{':
-			if depth++; depth > max {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return true
 }
 
 // decodeJSON decodes a JSON object body into v, strictly: unknown fields
