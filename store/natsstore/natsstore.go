@@ -69,7 +69,9 @@ const (
 	maxCachedThreads = 1 << 16
 	// tombstoneTTL is how long the bucket keeps the tombstone of a deleted
 	// row, which stops a late writer of an older batch from bringing the row
-	// back.
+	// back, and how long the log keeps a deleted thread's tombstone message,
+	// which tells a node that did not follow the log when it was published
+	// (cut off from NATS, its consumer recreated) of the deletion.
 	tombstoneTTL = 24 * time.Hour
 )
 
@@ -243,6 +245,8 @@ func (s *Store) open(ctx context.Context) error {
 		Duplicates:  2 * time.Minute,
 		AllowDirect: true,
 		DenyDelete:  true,
+		// A deletion's tombstone message expires (see DeleteThread).
+		AllowMsgTTL: true,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", s.logName, err)
