@@ -125,6 +125,11 @@ type Store struct {
 	stopCtx context.Context
 	cancel  context.CancelFunc
 
+	// feed says whether the node follows the log (feed.go); watchConn
+	// feeds it the connection's status until Close.
+	feed      feed
+	watchDone chan struct{}
+
 	// awaiting counts the commits waiting for their delivery (see
 	// awaitDelivery); late, those that waited longer than Timeout.
 	awaiting, late atomic.Int64
@@ -143,7 +148,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Feed  = (*Store)(nil)
+)
 
 // Open connects to JetStream, creates the stream, the bucket and the
 // repair consumer if they are missing, and starts following the log.
@@ -178,7 +186,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{opts: opts, log: opts.Logger, threads: make(map[string]*entry), pending: make(map[string]*pendingCommit),
 		logName: opts.Stream, metaName: "KV_" + opts.Bucket, subject: opts.Subject + ".", kvSubject: "$KV." + opts.Bucket + ".",
 		dispatchDone: make(chan struct{}), repairDone: make(chan struct{}), stop: make(chan struct{}),
-		hints: make(map[string]kvHint)}
+		hints: make(map[string]kvHint), feed: feed{timeout: opts.Timeout}, watchDone: make(chan struct{})}
 	s.stopCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.open(ctx); err != nil {
 		s.cancel()
@@ -192,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("natsstore: open: %w", err)
 	}
 	go s.dispatch()
+	go s.watchConn()
 	if s.repairIter != nil {
 		go s.repairLoop()
 	} else {
@@ -461,6 +470,8 @@ func (s *Store) Close() error {
 		<-s.repairDone
 		s.stopNotify()
 		<-s.dispatchDone
+		<-s.watchDone
+		s.feed.close()
 		if s.ownConn {
 			s.nc.Close()
 		}
