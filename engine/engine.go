@@ -142,6 +142,8 @@ type Engine struct {
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
 	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
+	// noFeed is set while the store cannot follow its log (feed.go).
+	noFeed   atomic.Bool
 	started  atomic.Bool
 	closing  chan struct{}
 	closed   atomic.Bool
@@ -175,6 +177,9 @@ func New(st store.Store, opts Options) *Engine {
 	}
 	e.hub = hub.New(st.ReadPage, opts.Hub)
 	st.SetNotify(e.onCommit)
+	if f, ok := st.(store.Feed); ok {
+		f.SetFeedNotify(e.feedChanged)
+	}
 	return e
 }
 

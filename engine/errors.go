@@ -17,6 +17,10 @@ var errClosed = tether.Errorf(tether.CodeUnavailable, "the server is shutting do
 // with errors.Is.
 var ErrClosed error = errClosed
 
+// errNoFeed ends the subscriptions of a node that cannot follow the
+// store's log (feed.go).
+var errNoFeed = tether.Errorf(tether.CodeUnavailable, "this server cannot follow the log for now; resume from your offset")
+
 // storeErr turns a store error into one a client may see; what names the
 // object ("thread t1").
 func (e *Engine) storeErr(err error, format string, args ...any) error {

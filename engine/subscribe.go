@@ -57,7 +57,16 @@ type Subscription struct {
 // thread, run or message.
 func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
 	for attempt := 0; ; attempt++ {
+		if e.noFeed.Load() {
+			return nil, errNoFeed
+		}
 		s, err := e.subscribe(ctx, req)
+		if err == nil && e.noFeed.Load() {
+			// The feed broke while it subscribed, maybe after the hub's
+			// subscribers were ended.
+			s.Close()
+			return nil, errNoFeed
+		}
 		if err != errRetired {
 			return s, err
 		}
@@ -249,7 +258,8 @@ func (s *Subscription) Ready() <-chan struct{} { return s.sub.Ready() }
 // io.EOF once a run or message subscription has delivered its terminal
 // event, hub.ErrSlow if the subscriber fell too far behind (resume from the
 // last offset), hub.ErrClosed if the thread was deleted or the server is
-// closing.
+// closing, an unavailable error if the node can no longer follow the
+// store's log (feed.go; resume from the last offset, elsewhere).
 func (s *Subscription) Next(ctx context.Context) ([]*tether.Record, error) {
 	for {
 		if s.done {

@@ -354,6 +354,25 @@ func (h *Hub) CloseThread(threadID string) {
 	h.kill(t)
 }
 
+// Interrupt ends every subscriber with err (after what it had queued) and
+// keeps the rings. The engine calls it when it can no longer follow the
+// log, so that clients resume elsewhere instead of waiting on a stream
+// that gets nothing.
+func (h *Hub) Interrupt(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.topics {
+		t.mu.Lock()
+		for _, s := range t.subs {
+			s.idx = -1
+			s.end(err)
+		}
+		h.subs.Add(-int64(len(t.subs)))
+		t.subs = nil
+		t.mu.Unlock()
+	}
+}
+
 // Close ends every subscriber with ErrClosed (after what it had queued) and
 // drops every ring. Later subscribers are closed at once and later
 // publishes are ignored.

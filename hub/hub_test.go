@@ -81,6 +81,42 @@ func TestCloseThread(t *testing.T) {
 	sameRecords(t, drain(t, s2, last(l.all("a"))), l.all("a"))
 }
 
+// TestInterrupt: Interrupt ends every subscriber with its error, after
+// what it had queued, and keeps the rings: a subscriber made afterwards
+// resumes from the ring, reading no history.
+func TestInterrupt(t *testing.T) {
+	l, h := newTestLog(t, Options{})
+	l.append("a", 3)
+	l.append("b", 3)
+	s := h.Subscribe("a", tether.OffsetStart)
+	defer s.Close()
+	other := h.Subscribe("b", last(l.all("b")))
+	defer other.Close()
+	reads := l.readCount()
+	cause := errors.New("cut off")
+	h.Interrupt(cause)
+	got, err := s.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, got, l.all("a")) // what was queued comes first
+	for _, s := range []*Subscriber{s, other} {
+		if _, err := s.Next(context.Background()); !errors.Is(err, cause) {
+			t.Fatalf("Next: %v, want the interruption's error", err)
+		}
+	}
+	if st := h.Stats(); st.Topics != 2 || st.RingRecords != 6 || st.Subscribers != 0 {
+		t.Fatalf("stats after Interrupt: %+v", st)
+	}
+	more := l.append("a", 2)
+	again := h.Subscribe("a", last(got))
+	defer again.Close()
+	sameRecords(t, drain(t, again, last(more)), more)
+	if n := l.readCount(); n != reads {
+		t.Fatalf("a subscriber after Interrupt read History %d times", n-reads)
+	}
+}
+
 func TestClose(t *testing.T) {
 	l, h := newTestLog(t, Options{})
 	l.append("a", 3)

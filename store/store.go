@@ -42,6 +42,18 @@ type Delivery interface {
 	LateDeliveries() int64
 }
 
+// Feed is implemented by stores whose notifications come from a shared log
+// that this node follows (natsstore) and can stop following: cut off from
+// the log, the node hears of no commit, another node's or its own, and
+// what it serves from memory falls behind without a sign.
+type Feed interface {
+	// SetFeedNotify sets the function called with false once the node has
+	// not been able to follow the log for the store's request timeout, and
+	// with true once it follows it again. Calls are in order, never
+	// concurrent, and only on a change.
+	SetFeedNotify(fn func(following bool))
+}
+
 // Store is a durable set of thread logs and their metadata. All methods are
 // safe for concurrent use.
 type Store interface {

@@ -18,6 +18,14 @@ import (
 // on the thread's subject, published like a batch (so it is ordered with
 // the thread's commits, and a commit racing it fails); then the rows of the
 // thread are deleted and its log purged up to the tombstone.
+//
+// The tombstone itself stays in the log for tombstoneTTL: a node whose
+// consumer of the log resumes after the purge (it was cut off from NATS,
+// or its consumer was recreated after missed heartbeats) gets the log from
+// where it stopped minus what was purged, and the tombstone is how it hears
+// that the thread it holds (in its cache, its subscriptions, its run
+// queue) is gone. Purged with it, the deletion went unnoticed there: the
+// node served the deleted thread and its streams of it stayed open.
 func (s *Store) DeleteThread(ctx context.Context, id string) error {
 	if err := s.begin(); err != nil {
 		return err
@@ -61,7 +69,7 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 		}
 		msgID := nuid.Next()
 		s.ownDeletes.Store(msgID, struct{}{})
-		ack, err := s.publish(context.Background(), subject, body, int64(st.seq), msgID, 0)
+		ack, err := s.publish(context.Background(), subject, body, int64(st.seq), msgID, tombstoneTTL)
 		var seq uint64
 		if err == nil {
 			seq = ack.Sequence
@@ -117,7 +125,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, m *logMsg) error {
 	if e := s.cached(id); e != nil {
 		e.mu.Lock()
 		if e.view != nil && e.view.seq == m.seq {
-			e.view = &threadView{last: tether.OffsetStart} // the log is empty now
+			e.view = &threadView{seq: m.seq, last: tether.OffsetStart} // the log holds the tombstone only
 		}
 		e.mu.Unlock()
 	}
@@ -125,7 +133,8 @@ func (s *Store) finishDelete(ctx context.Context, id string, m *logMsg) error {
 }
 
 // cleanup deletes the rows of a thread whose incarnations ended with the
-// tombstone message del, then purges the thread's log up to it. Readers
+// tombstone message del, then purges the thread's log up to it (the
+// tombstone stays, until it expires or the next deletion). Readers
 // never see these rows (they check a row's incarnation against the log),
 // so this only frees space, and a crash in the middle leaves the
 // tombstone in the log for the repairer to finish the job.
@@ -174,6 +183,6 @@ func (s *Store) cleanup(ctx context.Context, id string, del uint64) error {
 		return err
 	}
 	return s.retry(ctx, func(ctx context.Context) error {
-		return s.logStream.Purge(ctx, jetstream.WithPurgeSubject(s.logSubject(id)), jetstream.WithPurgeSequence(del+1))
+		return s.logStream.Purge(ctx, jetstream.WithPurgeSubject(s.logSubject(id)), jetstream.WithPurgeSequence(del))
 	})
 }

@@ -69,7 +69,9 @@ const (
 	maxCachedThreads = 1 << 16
 	// tombstoneTTL is how long the bucket keeps the tombstone of a deleted
 	// row, which stops a late writer of an older batch from bringing the row
-	// back.
+	// back, and how long the log keeps a deleted thread's tombstone message,
+	// which tells a node that did not follow the log when it was published
+	// (cut off from NATS, its consumer recreated) of the deletion.
 	tombstoneTTL = 24 * time.Hour
 )
 
@@ -123,6 +125,11 @@ type Store struct {
 	stopCtx context.Context
 	cancel  context.CancelFunc
 
+	// feed says whether the node follows the log (feed.go); watchConn
+	// feeds it the connection's status until Close.
+	feed      feed
+	watchDone chan struct{}
+
 	// awaiting counts the commits waiting for their delivery (see
 	// awaitDelivery); late, those that waited longer than Timeout.
 	awaiting, late atomic.Int64
@@ -141,7 +148,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Feed  = (*Store)(nil)
+)
 
 // Open connects to JetStream, creates the stream, the bucket and the
 // repair consumer if they are missing, and starts following the log.
@@ -176,7 +186,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{opts: opts, log: opts.Logger, threads: make(map[string]*entry), pending: make(map[string]*pendingCommit),
 		logName: opts.Stream, metaName: "KV_" + opts.Bucket, subject: opts.Subject + ".", kvSubject: "$KV." + opts.Bucket + ".",
 		dispatchDone: make(chan struct{}), repairDone: make(chan struct{}), stop: make(chan struct{}),
-		hints: make(map[string]kvHint)}
+		hints: make(map[string]kvHint), feed: feed{timeout: opts.Timeout}, watchDone: make(chan struct{})}
 	s.stopCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.open(ctx); err != nil {
 		s.cancel()
@@ -190,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("natsstore: open: %w", err)
 	}
 	go s.dispatch()
+	go s.watchConn()
 	if s.repairIter != nil {
 		go s.repairLoop()
 	} else {
@@ -243,6 +254,8 @@ func (s *Store) open(ctx context.Context) error {
 		Duplicates:  2 * time.Minute,
 		AllowDirect: true,
 		DenyDelete:  true,
+		// A deletion's tombstone message expires (see DeleteThread).
+		AllowMsgTTL: true,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", s.logName, err)
@@ -457,6 +470,8 @@ func (s *Store) Close() error {
 		<-s.repairDone
 		s.stopNotify()
 		<-s.dispatchDone
+		<-s.watchDone
+		s.feed.close()
 		if s.ownConn {
 			s.nc.Close()
 		}

@@ -392,8 +392,8 @@ func TestRepair(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if n := info.State.Subjects[natsstore.LogSubject(b, "t")]; n != 0 {
-				return fmt.Errorf("%d messages left in the deleted log", n)
+			if n := info.State.Subjects[natsstore.LogSubject(b, "t")]; n != 1 {
+				return fmt.Errorf("%d messages left in the deleted log, want its tombstone only", n)
 			}
 			return nil
 		})
@@ -596,6 +596,12 @@ func TestBucketMadeWithOtherSettings(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Stream + "_META"}); err != nil {
 		t.Fatal(err)
 	}
+	// The log's stream as stores made it before deletions' tombstones
+	// expired: without per-message TTLs.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: opts.Stream, Subjects: []string{opts.Subject + ".*"},
+		Storage: jetstream.FileStorage, AllowDirect: true, DenyDelete: true}); err != nil {
+		t.Fatal(err)
+	}
 	a := node(t, opts, "a")
 	c := createBatch(t, "t", 1)
 	c.Runs = []*store.RunRecord{newRun("r1", "t", "k1", tether.RunPending)}
@@ -618,8 +624,8 @@ func TestBucketMadeWithOtherSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.State.Subjects[natsstore.LogSubject(a, "t")]; n != 0 {
-		t.Fatalf("%d messages left in the deleted log", n)
+	if n := info.State.Subjects[natsstore.LogSubject(a, "t")]; n != 1 {
+		t.Fatalf("%d messages left in the deleted log, want its tombstone only", n)
 	}
 	kv, err := js.KeyValue(ctx, opts.Stream+"_META")
 	if err != nil {

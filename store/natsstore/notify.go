@@ -120,6 +120,12 @@ func (s *Store) restartNotify() {
 	wait := 100 * time.Millisecond
 	since := time.Now()
 	warned := false
+	s.feed.update(func() { s.feed.consumer = true })
+	defer func() {
+		if !s.stopping() {
+			s.feed.update(func() { s.feed.consumer = false })
+		}
+	}()
 	for {
 		if s.stopping() {
 			return

@@ -1,0 +1,21 @@
+package engine
+
+// A node on a store shared by several nodes (natsstore) hears of every
+// commit through its feed of the store's log. Cut off from it (its link
+// to NATS down for longer than the store's request timeout), the node
+// would keep its streams open and silent, pings and all, while the other
+// nodes go on: a client could not tell it is missing the run. So the
+// store tells the engine (store.Feed), and until the feed is back every
+// subscription ends with errNoFeed (unavailable) and no new one starts:
+// clients resume from their offset, on a node that follows the log.
+
+// feedChanged is the store's report of its feed of the log.
+func (e *Engine) feedChanged(following bool) {
+	e.noFeed.Store(!following)
+	if following {
+		e.log.Info("following the store's log again: streams start again")
+		return
+	}
+	e.log.Warn("cannot follow the store's log: this node's streams end with reconnect (unavailable) until it can")
+	e.hub.Interrupt(errNoFeed)
+}

@@ -1,0 +1,121 @@
+package natsstore
+
+import (
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The node's feed of the log (notify.go) is how it hears of every commit,
+// its own and the other nodes'. It breaks when the node's connection to
+// NATS does (the consumer waits, without an error, for the connection to
+// come back) or when the consumer cannot be made again (restartNotify).
+// A node cut off from NATS for longer than a blip would otherwise keep
+// its clients' streams open and silent, pings and all, for as long as
+// the partition lasts, while the other nodes go on: so once the feed has
+// been broken for Options.Timeout, the function SetFeedNotify set is told
+// (the engine ends its streams, which resume on a node that follows the
+// log), and told again once the feed works.
+
+// feed tracks whether the node follows the log.
+type feed struct {
+	timeout time.Duration
+
+	mu       sync.Mutex
+	fn       func(following bool)
+	conn     bool // the connection is down
+	consumer bool // the consumer cannot be made again
+	gen      uint64
+	timer    *time.Timer
+	lost     bool // reported to fn
+	closed   bool
+}
+
+// update applies change (to conn or consumer, under the lock) and reports
+// what follows from it.
+func (f *feed) update(change func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.conn || f.consumer
+	change()
+	broken := f.conn || f.consumer
+	switch {
+	case f.closed:
+	case broken && !was:
+		f.gen++
+		gen := f.gen
+		f.timer = time.AfterFunc(f.timeout, func() { f.expire(gen) })
+	case !broken && was:
+		if f.timer != nil {
+			f.timer.Stop()
+			f.timer = nil
+		}
+		if f.lost {
+			f.lost = false
+			if f.fn != nil {
+				f.fn(true)
+			}
+		}
+	}
+}
+
+// expire reports the feed lost if it is still broken since the break that
+// started timer gen.
+func (f *feed) expire(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || gen != f.gen || f.lost || !(f.conn || f.consumer) {
+		return
+	}
+	f.lost = true
+	if f.fn != nil {
+		f.fn(false)
+	}
+}
+
+// close stops reporting.
+func (f *feed) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+}
+
+// SetFeedNotify implements store.Feed.
+func (s *Store) SetFeedNotify(fn func(following bool)) {
+	s.feed.mu.Lock()
+	defer s.feed.mu.Unlock()
+	s.feed.fn = fn
+	if fn != nil && s.feed.lost {
+		fn(false)
+	}
+}
+
+// watchConn follows the connection's status into the feed's, until Close.
+func (s *Store) watchConn() {
+	defer close(s.watchDone)
+	ch := s.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	defer s.nc.RemoveStatusListener(ch)
+	check := func() {
+		down := !s.nc.IsConnected()
+		s.feed.update(func() { s.feed.conn = down })
+	}
+	check()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			// The status now, not the event's: events are dropped when
+			// the channel is full.
+			check()
+		}
+	}
+}
