@@ -13,6 +13,7 @@ package engine
 func (e *Engine) feedChanged(following bool) {
 	e.noFeed.Store(!following)
 	if following {
+		e.hub.Resume()
 		e.log.Info("following the store's log again: streams start again")
 		return
 	}

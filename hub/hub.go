@@ -87,6 +87,9 @@ type Hub struct {
 	idle   idleHeap // topics without subscribers, least recently published first
 	seq    uint64   // publish clock for idle eviction
 	closed bool
+	// interrupted, while set, ends every new subscriber at once with it
+	// (Interrupt, Resume).
+	interrupted error
 
 	subs        atomic.Int64
 	ringRecords atomic.Int64
@@ -263,9 +266,12 @@ func (h *Hub) Subscribe(threadID string, after tether.Offset) *Subscriber {
 	}
 	s := &Subscriber{hub: h, thread: threadID, pos: after, tail: after, idx: -1, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
+	if h.closed || h.interrupted != nil {
 		s.err = ErrClosed
+		if !h.closed {
+			s.err = h.interrupted
+		}
+		h.mu.Unlock()
 		s.signal()
 		return s
 	}
@@ -354,13 +360,16 @@ func (h *Hub) CloseThread(threadID string) {
 	h.kill(t)
 }
 
-// Interrupt ends every subscriber with err (after what it had queued) and
-// keeps the rings. The engine calls it when it can no longer follow the
-// log, so that clients resume elsewhere instead of waiting on a stream
-// that gets nothing.
+// Interrupt ends every subscriber with err (after what it had queued),
+// and every later one at once, until Resume; it keeps the rings. The
+// engine calls it when it can no longer follow the log, so that clients
+// resume elsewhere instead of waiting on a stream that gets nothing:
+// those of the engine and of every other service on the hub (Durable
+// Streams) alike.
 func (h *Hub) Interrupt(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.interrupted = err
 	for _, t := range h.topics {
 		t.mu.Lock()
 		for _, s := range t.subs {
@@ -371,6 +380,13 @@ func (h *Hub) Interrupt(err error) {
 		t.subs = nil
 		t.mu.Unlock()
 	}
+}
+
+// Resume lets subscribers in again after Interrupt.
+func (h *Hub) Resume() {
+	h.mu.Lock()
+	h.interrupted = nil
+	h.mu.Unlock()
 }
 
 // Close ends every subscriber with ErrClosed (after what it had queued) and

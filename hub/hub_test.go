@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 )
@@ -82,8 +83,10 @@ func TestCloseThread(t *testing.T) {
 }
 
 // TestInterrupt: Interrupt ends every subscriber with its error, after
-// what it had queued, and keeps the rings: a subscriber made afterwards
-// resumes from the ring, reading no history.
+// what it had queued, and every new one until Resume (a Durable Streams
+// follower subscribes to the hub directly: it must not wait on a node
+// that hears nothing); it keeps the rings: a subscriber made after
+// Resume resumes from the ring, reading no history.
 func TestInterrupt(t *testing.T) {
 	l, h := newTestLog(t, Options{})
 	l.append("a", 3)
@@ -108,6 +111,15 @@ func TestInterrupt(t *testing.T) {
 	if st := h.Stats(); st.Topics != 2 || st.RingRecords != 6 || st.Subscribers != 0 {
 		t.Fatalf("stats after Interrupt: %+v", st)
 	}
+	// Until Resume, a new subscriber ends at once with the same error.
+	early := h.Subscribe("a", last(got))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := early.Next(ctx); !errors.Is(err, cause) {
+		t.Fatalf("a subscriber made while interrupted: %v, want the interruption's error", err)
+	}
+	early.Close()
+	h.Resume()
 	more := l.append("a", 2)
 	again := h.Subscribe("a", last(got))
 	defer again.Close()
