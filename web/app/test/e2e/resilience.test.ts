@@ -94,6 +94,59 @@ describe('resilience', () => {
     expect(errors).toEqual([]);
   });
 
+  it('Retry sends the failed message again with the options as set now: another agent, other settings', async () => {
+    const { server, page, errors } = await setup(['--agents', 'ext']);
+    await page.goto(`${server.url}/?agent=ext&tokens=5&delay_ms=0&fail=1`);
+    const tid = await send(page, 'Answer this');
+    // The external agent's worker fails the run.
+    const claim = await apiPost<{ run: { id: string }; lease: { token: string } }>(server, '/v1/workers/claim', { worker_id: 'w', agents: ['ext'], wait_ms: 10_000 });
+    const res = await fetch(`${server.url}/v1/runs/${claim.run.id}/events`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Tether-Lease': claim.lease.token },
+      body: JSON.stringify([{ type: 'run.finished', status: 'error', error: { code: 'agent_error', message: 'the model is down' } }]),
+    });
+    expect(res.ok).toBe(true);
+    await waitForRunStatus(page, 'error');
+
+    // The person picks the server's default agent, does not want it to
+    // fail this time and asks for more words, then presses Retry.
+    await page.locator('[data-testid="options"] summary').click();
+    await page.getByTestId('opt-agent').fill('');
+    await page.getByTestId('opt-fail').uncheck();
+    await page.getByTestId('opt-tokens').fill('7');
+    await page.locator('[data-testid="run"]').last().getByTestId('run-retry').click();
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await waitForRunStatus(page, 'done');
+    const { runs } = await server.get<{ runs: { agent: string; status: string; metadata?: unknown; input: { messages: { content: string }[] } }[] }>(
+      `/v1/threads/${encodeURIComponent(tid)}`,
+    );
+    expect(runs[1]!.agent).toBe('demo');
+    expect(runs[1]!.metadata).toEqual({ demo: { tokens: 7, delay_ms: 0 } });
+    expect(runs[1]!.input.messages.map((m) => m.content)).toEqual(['Answer this']);
+    expect(runs.map((r) => r.status)).toEqual(['error', 'done']);
+    expect(errors).toEqual([]);
+  });
+
+  it('Retry after a send whose answer was lost makes a new run, not the failed one handed back', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0&fail=1`);
+    // The run is made, its answer is lost on the way back, and it fails.
+    await page.route('**/v1/threads/*/runs', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    const tid = await send(page, 'Flaky');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 10_000 }).toContain('Could not reach the server');
+    await page.unroute('**/v1/threads/*/runs');
+    await waitForRunStatus(page, 'error');
+    // Retry, with the options unchanged: a second run.
+    await page.locator('[data-testid="run"]').last().getByTestId('run-retry').click();
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => page.getByTestId('run').count(), { timeout: 10_000 }).toBe(2);
+    expect(errors).toEqual([]);
+  });
+
   it('two tabs send to the same thread at once: one run, the other tab keeps its message and says why', async () => {
     const { server, page, context, errors } = await setup();
     await page.goto(`${server.url}/?tokens=30&delay_ms=20`);
