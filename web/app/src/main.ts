@@ -109,21 +109,31 @@ class App {
 
   /**
    * Sends a failed or aborted run's input again as a new run (its Retry):
-   * the same messages, agent and metadata, with an Idempotency-Key of its
-   * own, as the run's key would only hand back the run that failed (after
-   * a lost answer the page sends again with the same key, and gets the run
-   * the server aborted when it restarted).
+   * the same messages, with the agent and settings of the composer as set
+   * now, as Send would: after a failure a person changes the agent or a
+   * setting and tries again, and the options panel shows what the next run
+   * gets. With an Idempotency-Key of its own, as the run's key would only
+   * hand back the run that failed (after a lost answer the page sends
+   * again with the same key, and gets the run the server aborted when it
+   * restarted).
    */
   private retry(run: Run): void {
     const messages = run.input.messages.map((m) => ({ role: m.role, content: m.content, ...(m.metadata ? { metadata: m.metadata } : {}) }));
     if (messages.length === 0) return;
     const text = messages.map((m) => m.content).join('\n\n');
-    const body = { agent: run.agent, input: { messages }, ...(Object.keys(run.metadata ?? {}).length > 0 ? { metadata: run.metadata } : {}) };
-    this.composer.resend(() => this.submit(text, body));
+    const o = this.composer.options();
+    const metadata = runMetadata(o);
+    const body = { ...(o.agent ? { agent: o.agent } : {}), input: { messages }, ...(metadata ? { metadata } : {}) };
+    this.composer.resend(() => this.submit(text, body, newKey()));
   }
 
-  /** Starts a run of `body` on the open thread, or on a new one titled by `text`, which is shown on its way. */
-  private async submit(text: string, body: RunRequest): Promise<void> {
+  /**
+   * Starts a run of `body` on the open thread, or on a new one titled by
+   * `text`, which is shown on its way. `fresh`: the Idempotency-Key of a
+   * Retry, which never takes the key of a send whose answer was lost: the
+   * same message with the same options would get that run back.
+   */
+  private async submit(text: string, body: RunRequest, fresh?: string): Promise<void> {
     let made: string | undefined; // the thread this send created, if it did
     this.chat.sending(text);
     try {
@@ -137,7 +147,7 @@ class App {
       }
       const json = JSON.stringify(body);
       const u = this.unsent;
-      const key = u && u.threadId === tid && u.body === json ? u.key : newKey();
+      const key = fresh ?? (u && u.threadId === tid && u.body === json ? u.key : newKey());
       this.unsent = { threadId: tid, body: json, key };
       await this.chat.startRun(body, key);
       this.unsent = undefined;

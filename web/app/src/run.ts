@@ -36,7 +36,7 @@ export class RunView {
   /** Retry, on the last run when it failed or was aborted: its input again, as a new run. */
   private readonly retryBtn = h(
     'button',
-    { class: 'btn ghost run-retry', testid: 'run-retry', attrs: { type: 'button', title: 'Send this message again, as a new run' } },
+    { class: 'btn ghost run-retry', testid: 'run-retry', attrs: { type: 'button', title: 'Send this message again, as a new run, with the options as set now' } },
     icon('refresh'),
     'Retry',
   );

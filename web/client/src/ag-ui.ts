@@ -151,8 +151,8 @@ export class TetherAgent extends HttpAgent {
     return `${this.baseUrl}/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
   }
 
-  private getInit(): RequestInit {
-    return { method: 'GET', headers: { ...this.headers, Accept: 'text/event-stream' }, signal: this.abortController.signal };
+  private getInit(signal: AbortSignal = this.abortController.signal): RequestInit {
+    return { method: 'GET', headers: { ...this.headers, Accept: 'text/event-stream' }, signal };
   }
 
   /**
@@ -163,6 +163,10 @@ export class TetherAgent extends HttpAgent {
    */
   private follow(input: RunAgentInput, first: () => Promise<Response>, onEarlyFailure: 'repeat' | 'rejoin', runId: string | undefined): Observable<BaseEvent> {
     return new Observable<BaseEvent>((out) => {
+      // The run's own signal, taken now: abortRun() ends the run also while
+      // it waits to join again (no request to abort then), and a join never
+      // takes the signal of a later run (runAgent makes a new controller).
+      const signal = this.abortController.signal;
       const open = new OpenSet();
       let current: Subscription | undefined;
       let stopHttp = () => {};
@@ -171,9 +175,12 @@ export class TetherAgent extends HttpAgent {
       let received = false;
       let done = false;
 
+      const onAbort = () => finish(new DOMException('the run was aborted', 'AbortError'));
       const finish = (err?: unknown) => {
         if (done) return;
         done = true;
+        signal.removeEventListener('abort', onAbort);
+        if (timer !== undefined) this.timers.clearTimeout(timer);
         stopHttp();
         if (err === undefined) out.complete();
         else out.error(err);
@@ -237,13 +244,19 @@ export class TetherAgent extends HttpAgent {
           timer = undefined;
           if (done) return;
           if (!received && onEarlyFailure === 'repeat') start(first, false);
-          else start(() => this.send(this.joinUrl(input.threadId, this.tetherRunId ?? 'current'), this.getInit()), true);
+          else start(() => this.send(this.joinUrl(input.threadId, this.tetherRunId ?? 'current'), this.getInit(signal)), true);
         }, backoffDelay(failures - 1, this.backoff, this.timers.random));
       };
 
+      if (signal.aborted) {
+        onAbort();
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
       start(first, false);
       return () => {
         done = true;
+        signal.removeEventListener('abort', onAbort);
         if (timer !== undefined) this.timers.clearTimeout(timer);
         current?.unsubscribe();
         stopHttp();

@@ -30,7 +30,14 @@ export async function* parseUIStream(
 ): AsyncGenerator<UIFrame> {
   const reader = body.getReader();
   const dec = new TextDecoder();
-  let buf = '';
+  // The unfinished block, as the pieces of text it came in (line endings
+  // made LF): only a read's own text is searched for the blank line and a
+  // block is joined once, when it ends, so a frame of n characters in
+  // reads of k costs O(n), not the O(n²/k) of a buffer searched and
+  // rewritten at every read.
+  let pieces: string[] = [];
+  let lastLF = false; // the last piece ends with LF: a LF at the start of the next ends the block
+  let held = ''; // a CR at the end of a read: maybe the first half of a CRLF
   const onAbort = () => {
     reader.cancel(new DOMException('idle', 'AbortError')).catch(() => {});
   };
@@ -46,17 +53,33 @@ export async function* parseUIStream(
         break;
       }
       onBytes?.(value.byteLength);
-      buf += dec.decode(value, { stream: true });
+      let text = held + dec.decode(value, { stream: true });
       // A CR at the end may be the first half of a CRLF that the next
       // read completes: it waits.
-      const held = buf.endsWith('\r') ? '\r' : '';
-      buf = buf.slice(0, buf.length - held.length).replace(/\r\n?/g, '\n') + held;
+      held = text.endsWith('\r') ? '\r' : '';
+      text = text.slice(0, text.length - held.length).replace(/\r\n?/g, '\n');
+      let from = 0;
+      if (lastLF && text.startsWith('\n')) {
+        // The blank line straddles two reads: the block is what was held, less its LF.
+        const block = pieces.join('');
+        pieces = [];
+        lastLF = false;
+        from = 1;
+        const frame = parseBlock(block.slice(0, -1));
+        if (frame) yield frame;
+      }
       let end: number;
-      while ((end = buf.indexOf('\n\n')) !== -1) {
-        const block = buf.slice(0, end);
-        buf = buf.slice(end + 2);
+      while ((end = text.indexOf('\n\n', from)) !== -1) {
+        const block = pieces.length > 0 ? pieces.join('') + text.slice(from, end) : text.slice(from, end);
+        pieces = [];
+        lastLF = false;
+        from = end + 2;
         const frame = parseBlock(block);
         if (frame) yield frame;
+      }
+      if (from < text.length) {
+        pieces.push(text.slice(from));
+        lastLF = text.endsWith('\n');
       }
     }
   } finally {
@@ -66,7 +89,7 @@ export async function* parseUIStream(
     if (!finished) await reader.cancel().catch(() => {});
     reader.releaseLock();
   }
-  if (buf.trim() !== '') throw new TypeError('network error: the stream ended in the middle of a frame');
+  if ((pieces.join('') + held).trim() !== '') throw new TypeError('network error: the stream ended in the middle of a frame');
 }
 
 function parseBlock(block: string): UIFrame | undefined {

@@ -22,7 +22,9 @@ export interface TetherClientOptions extends ConnectionOptions {
    * once when the server answers `token_expired` (a 401 code, or an SSE
    * `reconnect` reason): the request is sent again, the stream resumes from
    * its offset, nothing lost. A function that throws fails the request with
-   * the code `token_unavailable` (subscriptions retry with their backoff).
+   * the code `token_unavailable` (subscriptions retry with their backoff),
+   * but for a call ahead of the `exp`: the held token, still good, is sent,
+   * and the next request asks again.
    */
   token?: TokenSource;
   /** How long before a JWT's `exp` a new one is asked for. Defaults to 30 s (at most half its lifetime). */

@@ -62,6 +62,8 @@ abstract class Live {
   private recoveryTimer: unknown;
   private reconcileTimer: unknown;
   private fetching: AbortController | undefined;
+  /** Aborted by close(): the reconciliation's requests end with it. */
+  private readonly life = new AbortController();
   private readonly timers: Timers;
   private readonly unstore: () => void;
 
@@ -100,6 +102,7 @@ abstract class Live {
     this.timers.clearTimeout(this.reconcileTimer);
     this.reconcileTimer = undefined;
     this.fetching?.abort();
+    this.life.abort();
     this.unstore();
   }
 
@@ -244,7 +247,8 @@ abstract class Live {
     for (const id of this.watched()) {
       if (this.closedFlag) return;
       try {
-        const { run } = await this.client.getRun(id);
+        const { run } = await this.client.getRun(id, { signal: this.life.signal });
+        if (this.closedFlag) return;
         const local = this.store.run(id);
         if (isTerminalRunStatus(run.status) && !(local && isTerminalRunStatus(local.status))) {
           await this.settle();

@@ -355,8 +355,11 @@ export class SubscriptionImpl implements Subscription {
   private async ended(): Promise<boolean> {
     const run = this.target.messageId ? this.msgRun : this.runId;
     if (!run) return false;
+    // Aborted by close(), as a connection is.
+    const ac = new AbortController();
+    this.ac = ac;
     try {
-      const { run: r } = await this.transport.getRun(run);
+      const { run: r } = await this.transport.getRun(run, ac.signal);
       return isTerminalRunStatus(r.status) && (this.done = true);
     } catch {
       return false;

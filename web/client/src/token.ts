@@ -65,6 +65,8 @@ interface Held {
   token: string | undefined;
   /** When to ask for a new one; undefined: ask at each request (not a JWT with an exp). */
   refreshAt: number | undefined;
+  /** The JWT's `exp` in ms, if it has one. */
+  exp: number | undefined;
 }
 
 /**
@@ -90,7 +92,9 @@ export class TokenKeeper {
 
   /**
    * The token to send now. Throws a TetherError `token_unavailable`
-   * (retryable) when the token function throws.
+   * (retryable) when the token function throws, but for a call ahead of
+   * the held token's `exp` (reason `expiring`): that token is still good,
+   * so it is sent, and the next request asks again.
    */
   async get(): Promise<string | undefined> {
     const src = this.source;
@@ -110,13 +114,16 @@ export class TokenKeeper {
         try {
           token = await src(request);
         } catch (err) {
+          const held = this.held;
+          if (request.reason === 'expiring' && held?.exp !== undefined && this.timers.now() < held.exp) return held.token;
           const msg = err instanceof Error ? err.message : String(err);
           throw new TetherError('token_unavailable', `the token function failed: ${msg || 'no reason given'}`, 0, { cause: err });
         }
         if (token !== undefined && typeof token !== 'string') {
           throw new TetherError('token_unavailable', `the token function returned ${typeof token}, not a string`);
         }
-        this.held = { token, refreshAt: this.refreshAt(token) };
+        const exp = token ? jwtExpiry(token) : undefined;
+        this.held = { token, refreshAt: this.refreshAt(exp), exp };
         this.next = 'initial';
         this.previous = undefined;
         return token;
@@ -147,8 +154,7 @@ export class TokenKeeper {
     return typeof this.source === 'function' ? this.held?.refreshAt : undefined;
   }
 
-  private refreshAt(token: string | undefined): number | undefined {
-    const exp = token ? jwtExpiry(token) : undefined;
+  private refreshAt(exp: number | undefined): number | undefined {
     if (exp === undefined) return undefined;
     const now = this.timers.now();
     const life = exp - now;

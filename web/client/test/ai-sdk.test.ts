@@ -229,14 +229,16 @@ describe('TetherChatTransport tokens', () => {
 
 describe('parseUIStream', () => {
   it('reads frames split anywhere, skipping comments and [DONE]', async () => {
-    const text = `:ok\n\n${frame({ type: 'start' })}id: 5_5\r\ndata: {"type":"finish"}\r\n\r\ndata: [DONE]\n\n`;
-    for (const size of [1, 2, 3, 7, 100]) {
+    const big = 'x'.repeat(70_000);
+    const text = `:ok\n\n${frame({ type: 'start' })}\nid: 4_4\rdata: {"type":"text-delta","delta":"${big}"}\r\rid: 5_5\r\ndata: {"type":"finish"}\r\n\r\ndata: [DONE]\n\n`;
+    for (const size of [1, 2, 3, 7, 100, 16_384, text.length]) {
       const pieces: string[] = [];
       for (let i = 0; i < text.length; i += size) pieces.push(text.slice(i, i + size));
       const frames = [];
       for await (const f of parseUIStream(body(pieces))) frames.push({ id: f.id, chunk: f.chunk });
       expect(frames).toEqual([
         { id: undefined, chunk: { type: 'start' } },
+        { id: '4_4', chunk: { type: 'text-delta', delta: big } },
         { id: '5_5', chunk: { type: 'finish' } },
       ]);
     }

@@ -5,7 +5,7 @@
 // Screenshots: artifacts/screenshots/13-*.png.
 import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { apiPost, pageTests, send, shot, sleep, waitForApiRun, waitForRunStatus, type Server } from './helpers.js';
+import { apiPost, assistantText, pageTests, send, shot, sleep, waitForApiRun, waitForRunStatus, waitForWords, type FinalAnswer, type Server } from './helpers.js';
 
 const setup = pageTests();
 
@@ -91,6 +91,59 @@ describe('resilience', () => {
     const users = await page.locator('[data-testid="message"][data-role="user"] .parts').allInnerTexts();
     expect(users.map((t) => t.trim())).toEqual(['First', 'Long answer, please', 'Long answer, please']);
     expect(await page.locator('[data-testid="run-retry"]:visible').count()).toBe(0); // the last run is done
+    expect(errors).toEqual([]);
+  });
+
+  it('Retry sends the failed message again with the options as set now: another agent, other settings', async () => {
+    const { server, page, errors } = await setup(['--agents', 'ext']);
+    await page.goto(`${server.url}/?agent=ext&tokens=5&delay_ms=0&fail=1`);
+    const tid = await send(page, 'Answer this');
+    // The external agent's worker fails the run.
+    const claim = await apiPost<{ run: { id: string }; lease: { token: string } }>(server, '/v1/workers/claim', { worker_id: 'w', agents: ['ext'], wait_ms: 10_000 });
+    const res = await fetch(`${server.url}/v1/runs/${claim.run.id}/events`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Tether-Lease': claim.lease.token },
+      body: JSON.stringify([{ type: 'run.finished', status: 'error', error: { code: 'agent_error', message: 'the model is down' } }]),
+    });
+    expect(res.ok).toBe(true);
+    await waitForRunStatus(page, 'error');
+
+    // The person picks the server's default agent, does not want it to
+    // fail this time and asks for more words, then presses Retry.
+    await page.locator('[data-testid="options"] summary').click();
+    await page.getByTestId('opt-agent').fill('');
+    await page.getByTestId('opt-fail').uncheck();
+    await page.getByTestId('opt-tokens').fill('7');
+    await page.locator('[data-testid="run"]').last().getByTestId('run-retry').click();
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await waitForRunStatus(page, 'done');
+    const { runs } = await server.get<{ runs: { agent: string; status: string; metadata?: unknown; input: { messages: { content: string }[] } }[] }>(
+      `/v1/threads/${encodeURIComponent(tid)}`,
+    );
+    expect(runs[1]!.agent).toBe('demo');
+    expect(runs[1]!.metadata).toEqual({ demo: { tokens: 7, delay_ms: 0 } });
+    expect(runs[1]!.input.messages.map((m) => m.content)).toEqual(['Answer this']);
+    expect(runs.map((r) => r.status)).toEqual(['error', 'done']);
+    expect(errors).toEqual([]);
+  });
+
+  it('Retry after a send whose answer was lost makes a new run, not the failed one handed back', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=5&delay_ms=0&fail=1`);
+    // The run is made, its answer is lost on the way back, and it fails.
+    await page.route('**/v1/threads/*/runs', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    const tid = await send(page, 'Flaky');
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 10_000 }).toContain('Could not reach the server');
+    await page.unroute('**/v1/threads/*/runs');
+    await waitForRunStatus(page, 'error');
+    // Retry, with the options unchanged: a second run.
+    await page.locator('[data-testid="run"]').last().getByTestId('run-retry').click();
+    await expect.poll(async () => (await snapshot(server, tid)).runs.length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => page.getByTestId('run').count(), { timeout: 10_000 }).toBe(2);
     expect(errors).toEqual([]);
   });
 
@@ -221,6 +274,48 @@ describe('resilience', () => {
     await waitForRunStatus(page, 'done');
     await sleep(300);
     expect(await focused(page)).toBe('composer-input');
+    expect(errors).toEqual([]);
+  });
+
+  it('a tab frozen in the background mid-answer, then active again, shows the whole answer once', async () => {
+    const { server, page, context, errors } = await setup(['--heartbeat', '1s']);
+    await page.goto(`${server.url}/?tokens=300&delay_ms=20&reasoning=0&tool=0`);
+    const tid = await send(page, 'Long answer');
+    await waitForWords(page, 20);
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Page.enable');
+    await cdp.send('Page.setWebLifecycleState', { state: 'frozen' });
+    await sleep(12_000);
+    await cdp.send('Page.setWebLifecycleState', { state: 'active' });
+    await waitForRunStatus(page, 'done', 30_000);
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`);
+    expect(await assistantText(page)).toBe(fa.content);
+    await expect.poll(() => page.getByTestId('connection').getAttribute('data-state'), { timeout: 15_000 }).toBe('open');
+    expect(errors).toEqual([]);
+  });
+
+  it('a waiting run answered from two tabs at once: one answer, the run goes on in both, no form left', async () => {
+    const { server, page, context, errors } = await setup();
+    await page.goto(`${server.url}/?tokens=20&delay_ms=5&ask=1`);
+    const tid = await send(page, 'Ask me');
+    await page.getByTestId('input-form').waitFor();
+    const other = await context.newPage();
+    await other.goto(`${server.url}/#/t/${encodeURIComponent(tid)}`);
+    await other.getByTestId('input-form').waitFor();
+    await page.getByTestId('input-value').fill('Blue');
+    await other.getByTestId('input-value').fill('Red');
+    await Promise.all([page.getByTestId('input-submit').click(), other.getByTestId('input-submit').click()]);
+    await waitForRunStatus(page, 'done');
+    await waitForRunStatus(other, 'done');
+    await sleep(500);
+    for (const p of [page, other]) {
+      expect(await p.getByTestId('input-form').count()).toBe(0);
+      expect(await p.getByTestId('send').isVisible()).toBe(true);
+      expect(await p.getByTestId('composer-error').isVisible()).toBe(false);
+    }
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`);
+    expect(await assistantText(page)).toBe(fa.content);
+    expect(await assistantText(other)).toBe(fa.content);
     expect(errors).toEqual([]);
   });
 });

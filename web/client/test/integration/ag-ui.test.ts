@@ -4,7 +4,8 @@
 import { HttpAgent, type Message } from '@ag-ui/client';
 import { describe, expect, it } from 'vitest';
 import { TetherAgent } from '../../src/ag-ui.js';
-import { threadName, url } from './helpers.js';
+import type { Timers } from '../../src/timing.js';
+import { threadName, until, url } from './helpers.js';
 import { Wire } from './wire.js';
 
 interface FinalAnswer {
@@ -96,6 +97,24 @@ describe('AG-UI (real server)', () => {
     expect(finished).toBe(1);
     expect(lastAssistant(agent.messages)?.content).toBe(fa.content);
     expect(wire.log.filter((l) => l.startsWith('GET') && l.includes('cut')).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('TetherAgent: abortRun() while it waits to join again ends the run, and no join is sent', async () => {
+    const tid = threadName('agui-abort');
+    const wire = new Wire();
+    wire.on((m, u) => m === 'POST' && u.includes('/v1/ag-ui/'), () => ({ kind: 'cut', after: 3000 }));
+    // Timers that never fire: the backoff wait lasts until something ends it.
+    const waiting: (() => void)[] = [];
+    const timers: Timers = { setTimeout: (fn) => (waiting.push(fn), waiting.length), clearTimeout: () => {}, now: () => Date.now(), random: () => 0 };
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid, fetch: wire.fetch, timers });
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'Tell me more' });
+    let settled = false;
+    const run = agent.runAgent({ forwardedProps: { demo: { tokens: 200, delay_ms: 3 } } }).finally(() => (settled = true));
+    await until(() => waiting.length > 0, 15_000, 'the backoff wait after the cut');
+    agent.abortRun();
+    await until(() => settled, 5_000, 'runAgent to settle after abortRun');
+    await run;
+    expect(wire.log.filter((l) => l.startsWith('GET'))).toEqual([]);
   });
 });
 

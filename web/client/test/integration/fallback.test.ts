@@ -115,4 +115,30 @@ describe('reconciliation (real server)', () => {
     expect(polls()).toBe(n);
     live.close();
   });
+
+  it('close() (a hook unmounting) aborts the reconciliation\'s request in flight, and none is made after', async () => {
+    const held: { url: string; signal: AbortSignal | undefined }[] = [];
+    const after: string[] = [];
+    let closed = false;
+    const fetchFn: typeof fetch = (input, init = {}) => {
+      const url = String(input);
+      if (closed) after.push(url);
+      if ((init.method ?? 'GET') === 'GET' && /\/v1\/runs\/[^/]+$/.test(url)) {
+        held.push({ url, signal: init.signal ?? undefined });
+        return new Promise((_, reject) => init.signal?.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))));
+      }
+      return globalThis.fetch(input, init);
+    };
+    const { client } = setup({ fetch: fetchFn });
+    const tid = threadName('reconcile-close');
+    await client.createThread({ id: tid });
+    const live = client.followThread(tid, { reconcileIntervalMs: 50 });
+    await live.startRun(demo(100, 50));
+    await until(() => held.length > 0, 10_000, 'a reconcile request');
+    live.close();
+    closed = true;
+    expect(held[0]!.signal?.aborted).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(after).toEqual([]);
+  });
 });

@@ -11,6 +11,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { TetherAgent } from '../../src/ag-ui.js';
 import { TetherChatTransport } from '../../src/ai-sdk.js';
 import { TetherClient } from '../../src/client.js';
+import type { Timers } from '../../src/timing.js';
 import type { TokenRequest } from '../../src/token.js';
 import { mintJWT } from '../helpers/jwt.js';
 import { demo, expectSameAsServer, threadName, until } from './helpers.js';
@@ -84,5 +85,35 @@ describe('expiring user tokens (real server)', () => {
     expect(assistants[0]!.parts.map((p) => (p.type === 'text' ? p.text : '')).join('')).toBe(fa.content);
     expect(transport.stats.reconnects).toBeGreaterThanOrEqual(2);
     expect(m.reasons.filter((r) => r !== 'initial').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('TetherClient: a token function that fails once ahead of the exp: the held token, still good, is sent, and the next request asks again', async () => {
+    let skew = 0;
+    const timers: Timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>), now: () => Date.now() + skew, random: () => Math.random() };
+    const asked: string[] = [];
+    let fail = 0;
+    const client = new TetherClient({
+      baseUrl: base(),
+      lifecycle: null,
+      timers,
+      token: (r: TokenRequest) => {
+        asked.push(r.reason);
+        if (fail > 0) {
+          fail--;
+          throw new Error('the identity provider is down');
+        }
+        return token('alice', 60);
+      },
+    });
+    const tid = threadName('jwt-ahead');
+    await client.createThread({ id: tid });
+    skew = 45_000; // within the 30 s before the token's exp: time to ask for the next one; it is still good
+    fail = 1;
+    const snap = await client.getThread(tid);
+    expect(snap.thread.id).toBe(tid);
+    expect(asked).toEqual(['initial', 'expiring']);
+    // The next request asks again, and gets one.
+    await client.getThread(tid);
+    expect(asked).toEqual(['initial', 'expiring', 'expiring']);
   });
 });
