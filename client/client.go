@@ -31,8 +31,9 @@ type Options struct {
 	// answers 401 token_expired, the function is asked at once and the
 	// request is sent once more; a subscription the server ends for its
 	// token's exp resumes with a new token from where it was. ctx is the
-	// request's. An error fails the request with the code
-	// token_unavailable (nothing is sent); subscriptions and workers retry
+	// request's. An error, unless the token held is still before its exp
+	// (then it is sent, and the function asked again halfway to the exp),
+	// fails the request with the code token_unavailable (nothing is sent); subscriptions and workers retry
 	// it with their backoff. One call at a time; "" sends no token.
 	TokenFunc func(ctx context.Context) (string, error)
 	// TokenRefreshAhead is how long before a JWT's exp TokenFunc is asked

@@ -66,8 +66,10 @@
 // request: the server refused it before acting), and a subscription the
 // server ends at its token's exp (reconnect, reason token_expired)
 // resumes from its last event with it, losing nothing and repeating
-// nothing. A function that fails fails the request with the code
-// [CodeTokenUnavailable], and sends nothing; a subscription or a worker
+// nothing. A function that fails while the token held is still before
+// its exp does not fail the request: that token is sent, and the function
+// is asked again halfway to the exp. Otherwise it fails the request with
+// the code [CodeTokenUnavailable], and sends nothing; a subscription or a worker
 // retries it with its backoff. A Worker gets its claims, appends,
 // heartbeats and follows of runs the same way: a worker's leases are
 // bound to its token's sub, so a new token of the same worker goes on

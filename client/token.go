@@ -37,6 +37,7 @@ type tokenKeeper struct {
 	held    bool
 	token   string
 	refresh time.Time   // when to ask again; zero: at each request
+	exp     time.Time   // the held token's exp, when it is a JWT with one
 	flight  *tokenFetch // the call of fn in progress, if any
 }
 
@@ -112,6 +113,18 @@ func (k *tokenKeeper) fetch(ctx context.Context, f *tokenFetch) {
 	tok, err := k.fn(ctx)
 	completed = true
 	if err != nil {
+		k.mu.Lock()
+		valid := k.held && !k.exp.IsZero() && k.now().Before(k.exp)
+		held := k.token
+		k.mu.Unlock()
+		if valid && ctx.Err() == nil {
+			// Asked ahead of the exp and failed (its endpoint down for a
+			// moment): the token held is still good. It is sent, and kept
+			// until halfway to its exp (keep), when the function is asked
+			// again; the request does not fail for a refresh it did not need.
+			f.token = held
+			return
+		}
 		f.err = tether.Wrap(err, CodeTokenUnavailable, "the token function failed")
 		f.gaveUp = ctx.Err() != nil
 		return
@@ -121,11 +134,12 @@ func (k *tokenKeeper) fetch(ctx context.Context, f *tokenFetch) {
 
 // keep holds tok and works out when to ask for the next. k.mu is held.
 func (k *tokenKeeper) keep(tok string) {
-	k.token, k.held, k.refresh = tok, true, time.Time{}
+	k.token, k.held, k.refresh, k.exp = tok, true, time.Time{}, time.Time{}
 	exp, ok := jwtExpiry(tok)
 	if !ok {
 		return
 	}
+	k.exp = exp
 	now := k.now()
 	if life := exp.Sub(now); life > 0 {
 		k.refresh = exp.Add(-min(k.ahead, life/2))

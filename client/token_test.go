@@ -500,6 +500,56 @@ func TestTokenRefreshedBeforeExp(t *testing.T) {
 	}
 }
 
+// A token function that fails when asked ahead of the exp (its
+// endpoint down for a moment) does not fail the request: the token held
+// is still valid and is sent, and the function is asked again later
+// (halfway to the exp). Before, the request failed token_unavailable.
+func TestTokenFuncFailsAheadOfExp(t *testing.T) {
+	v := newTokenEnv(t)
+	ctx := testCtx(t)
+	src := v.source("alice", nil)
+	src.life = 10 * time.Minute
+	var fail atomic.Bool
+	fn := func(ctx context.Context) (string, error) {
+		if fail.Load() {
+			return "", errors.New("auth endpoint down")
+		}
+		return src.token(ctx)
+	}
+	rec := newRecording(t)
+	c := v.client(rec, Options{TokenFunc: fn})
+	c.tokens.now = v.clock.Now
+	list := func(advance time.Duration) error {
+		v.clock.Advance(advance)
+		_, _, err := c.Threads(ctx, ThreadQuery{})
+		return err
+	}
+	if err := list(0); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	if err := list(9*time.Minute + 40*time.Second); err != nil { // 20 s before exp
+		t.Fatalf("a failed refresh ahead of exp failed the request: %v", err)
+	}
+	fail.Store(false)
+	if err := list(15 * time.Second); err != nil { // 5 s before exp: asked again
+		t.Fatal(err)
+	}
+	toks := src.given()
+	var got []string
+	for _, s := range rec.to("GET", "/v1/threads") {
+		got = append(got, s.token)
+	}
+	if len(toks) != 2 || !slices.Equal(got, []string{toks[0], toks[0], toks[1]}) {
+		t.Fatalf("%d tokens given; the requests were not sent with the held one, then the new one", len(toks))
+	}
+	// Past the exp, a failing function fails the request.
+	fail.Store(true)
+	if err := list(time.Hour); tether.CodeOf(err) != CodeTokenUnavailable {
+		t.Fatalf("past the exp: %v, want token_unavailable", err)
+	}
+}
+
 // Requests that need a token while the function is being asked wait for
 // its answer instead of asking again; when the request that asked gives
 // up (its context ends), one of those waiting asks again.
