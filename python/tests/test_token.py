@@ -197,6 +197,39 @@ def test_a_jwt_is_kept_until_shortly_before_exp() -> None:
     assert [k3.get(), k3.get()] == ["opaque-1", "opaque-2"]
 
 
+def test_a_callable_that_fails_ahead_of_exp_keeps_the_held_token() -> None:
+    """The callable's endpoint down for a moment while the held token is still
+    valid: that token is sent and the callable asked again halfway to the exp;
+    past the exp, the failure is the request's (token_unavailable)."""
+    now = [1000.0]
+    issued: list[str] = []
+    down = [False]
+
+    def fn() -> str:
+        if down[0]:
+            raise OSError("auth endpoint down")
+        issued.append(mint("alice", now[0] + 600, n=len(issued)))
+        return issued[-1]
+
+    for name, get in (("sync", lambda k: k.get()), ("async", lambda k: asyncio.run(k.aget()))):
+        now[0], issued[:], down[0] = 1000.0, [], False
+        k = TokenKeeper(fn, clock=lambda: now[0])
+        assert get(k) == issued[0], name
+        down[0] = True
+        now[0] += 580  # 20 s before exp
+        assert get(k) == issued[0], name
+        now[0] += 5  # 15 s before: not asked again yet (halfway to the exp is 10 s before)
+        assert get(k) == issued[0], name
+        down[0] = False
+        now[0] += 10  # 5 s before: asked again
+        assert get(k) == issued[1], name
+        down[0] = True
+        now[0] += 700  # past the new token's exp
+        with pytest.raises(TetherError) as e:
+            get(k)
+        assert e.value.code == "token_unavailable", name
+
+
 def test_rest_refreshes_once_on_401_token_expired(auth_server: AuthServer, connect: Any) -> None:
     m = Minter()
     with connect(auth_server.url, token=m) as c:

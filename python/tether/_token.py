@@ -4,7 +4,10 @@ A token that is a JWT with an ``exp`` is kept until shortly before that time
 (30 s, at most half the lifetime the client saw) and then asked for again;
 the server's ``token_expired`` (a 401 code, an SSE ``reconnect`` reason)
 drops it at once. Anything else a callable returns is asked for at each
-request. The client never verifies a token: it only reads ``exp``.
+request. A callable that raises while the token held is still before its
+``exp`` does not fail the request: that token is sent, and the callable is
+asked again halfway to the ``exp``. The client never verifies a token: it
+only reads ``exp``.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class TokenKeeper:
         self._token: Optional[str] = None
         self._refresh_at: Optional[float] = None  # None: ask at each request
         self._held = False
+        self._exp: Optional[float] = None  # the held token's exp, if it is a JWT with one
         self._lock = threading.Lock()
         self._alock: Optional[asyncio.Lock] = None
 
@@ -82,8 +86,17 @@ class TokenKeeper:
             self._refresh_at = now  # expired already: asked for again at the next request
         else:
             self._refresh_at = exp - min(self._ahead, (exp - now) / 2)
-        self._token, self._held = token, True
+        self._token, self._held, self._exp = token, True, exp
         return token
+
+    def _failed(self, e: Exception) -> Optional[str]:
+        # Asked ahead of the exp and failed (its endpoint down for a moment):
+        # the token held is still good. It is sent, and kept until halfway to
+        # its exp (_keep), when the callable is asked again; the request does
+        # not fail for a refresh it did not need.
+        if self._held and self._exp is not None and self._clock() < self._exp:
+            return self._keep(self._token)
+        raise _unavailable(e) from e
 
     def get(self) -> Optional[str]:
         """The token to send now; raises :class:`TetherError` ``token_unavailable`` if the callable raises."""
@@ -99,7 +112,7 @@ class TokenKeeper:
                     getattr(t, "close", lambda: None)()  # never awaited: no warning about it
                     raise TypeError("an async token callable needs AsyncClient")
             except Exception as e:
-                raise _unavailable(e) from e
+                return self._failed(e)
             return self._keep(t)
 
     async def aget(self) -> Optional[str]:
@@ -117,7 +130,7 @@ class TokenKeeper:
                 if inspect.isawaitable(t):
                     t = await t
             except Exception as e:
-                raise _unavailable(e) from e
+                return self._failed(e)
             return self._keep(t)
 
     def expired(self, token: Optional[str]) -> None:
