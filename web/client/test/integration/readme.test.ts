@@ -26,6 +26,17 @@ declare function Message(props: { message: import('@tether/client').Message; rec
 `;
 
 describe('README.md', () => {
+  it('installs the tarball npm pack writes for this version', () => {
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string };
+    const tgz = `${pkg.name.replace('@', '').replace('/', '-')}-${pkg.version}.tgz`;
+    for (const doc of [readme, readFileSync(join(dir, '../../docs/ag-ui.md'), 'utf8')]) {
+      const installs = [...doc.matchAll(/npm install (\S+\.tgz)/g)].map((m) => m[1]!);
+      expect(installs.length).toBeGreaterThan(0);
+      for (const path of installs) expect(path).toBe(`/path/to/tether/web/${tgz}`);
+    }
+    expect(readme).toContain(`npm pack -w client   # writes web/${tgz}`);
+  });
+
   it('every TypeScript sample type-checks, strict', () => {
     const samples = [...blocks('ts').map((code) => ({ code, ext: 'ts' })), ...blocks('tsx').map((code) => ({ code, ext: 'tsx' }))];
     expect(samples.length).toBeGreaterThanOrEqual(4);
