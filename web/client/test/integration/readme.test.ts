@@ -1,8 +1,8 @@
-// README.md's samples, kept honest: every TypeScript block type-checks
-// against the package's sources as an app would write it (strict), and the
-// quick start runs as written against a real `tether serve`, but for its
-// URL and thread id. It followed a thread that did not exist, and its
-// render(view) did not compile under strict.
+// The TypeScript samples of README.md, docs/ag-ui.md and docs/ai-sdk.md,
+// kept honest: every block type-checks against the package's sources as an
+// app would write it (strict), and README's quick start runs as written
+// against a real `tether serve`, but for its URL and thread id. It followed
+// a thread that did not exist, and its render(view) did not compile.
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import ts from 'typescript';
@@ -12,24 +12,32 @@ import { threadName, until, url } from './helpers.js';
 
 const dir = resolve(import.meta.dirname, '../..');
 const readme = readFileSync(join(dir, 'README.md'), 'utf8');
+const docs = { 'README.md': readme, 'ag-ui.md': readFileSync(join(dir, '../../docs/ag-ui.md'), 'utf8'), 'ai-sdk.md': readFileSync(join(dir, '../../docs/ai-sdk.md'), 'utf8') };
 
-/** The fenced blocks of README.md in language `lang`, in order. */
-const blocks = (lang: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
+/** The fenced blocks of a document in language `lang`, in order. */
+const blocks = (lang: string, doc = readme) => [...doc.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
 
 // What the fragments take from the page around them: the client of the
-// quick start, and the app's own components.
+// quick start, the app's own components, and the chat of the AI SDK's page.
 const prelude = `
 declare const client: import('@tether/client').TetherClient;
 declare function show(text: string | undefined): void;
 declare function ConnectionDot(props: { state: string }): import('react').ReactNode;
 declare function Message(props: { message: import('@tether/client').Message; recovered: boolean }): import('react').ReactNode;
+declare const id: string;
+declare const transport: import('@tether/client/ai-sdk').TetherChatTransport;
+declare const useChat: typeof import('@ai-sdk/react').useChat;
+declare const useState: typeof import('react').useState;
+declare const lastAssistantMessageIsCompleteWithToolCalls: typeof import('ai').lastAssistantMessageIsCompleteWithToolCalls;
+declare function applyPatch(doc: unknown, patch: unknown): unknown;
+declare const p: { toolName: string; toolCallId: string };
 `;
 
-describe('README.md', () => {
+describe('README.md and docs/ag-ui.md, docs/ai-sdk.md', () => {
   it('installs the tarball npm pack writes for this version', () => {
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string };
     const tgz = `${pkg.name.replace('@', '').replace('/', '-')}-${pkg.version}.tgz`;
-    for (const doc of [readme, readFileSync(join(dir, '../../docs/ag-ui.md'), 'utf8')]) {
+    for (const doc of [readme, docs['ag-ui.md']]) {
       const installs = [...doc.matchAll(/npm install (\S+\.tgz)/g)].map((m) => m[1]!);
       expect(installs.length).toBeGreaterThan(0);
       for (const path of installs) expect(path).toBe(`/path/to/tether/web/${tgz}`);
@@ -38,8 +46,10 @@ describe('README.md', () => {
   });
 
   it('every TypeScript sample type-checks, strict', () => {
-    const samples = [...blocks('ts').map((code) => ({ code, ext: 'ts' })), ...blocks('tsx').map((code) => ({ code, ext: 'tsx' }))];
-    expect(samples.length).toBeGreaterThanOrEqual(4);
+    const samples = Object.entries(docs).flatMap(([doc, text]) =>
+      (['ts', 'tsx'] as const).flatMap((ext) => blocks(ext, text).map((code) => ({ doc, code, ext }))),
+    );
+    expect(samples.length).toBeGreaterThanOrEqual(10);
     const config = ts.parseJsonConfigFileContent(ts.readConfigFile(join(dir, 'tsconfig.json'), ts.sys.readFile).config, ts.sys, dir);
     const options: ts.CompilerOptions = {
       ...config.options,
@@ -49,7 +59,17 @@ describe('README.md', () => {
       paths: { '@tether/client': ['src/index.ts'], '@tether/client/*': ['src/*.ts'] },
     };
     const files = new Map<string, string>([[join(dir, 'readme-prelude.d.ts'), prelude]]);
-    samples.forEach((s, i) => files.set(join(dir, `readme-sample-${i}.${s.ext}`), `${s.code}\nexport {};\n`));
+    // A block that names its file (// app/chat/[id]/chat.tsx) is that file,
+    // for the blocks that import it ('./chat').
+    const named = new Map<string, number>();
+    samples.forEach((s, i) => {
+      const m = /^\/\/ \S*\/([\w-]+)\.tsx?\b/.exec(s.code);
+      if (m) named.set(m[1]!, i);
+    });
+    samples.forEach((s, i) => {
+      const code = s.code.replace(/from '\.\/([\w-]+)'/g, (all, name: string) => (named.has(name) ? `from './readme-sample-${named.get(name)}'` : all));
+      files.set(join(dir, `readme-sample-${i}.${s.ext}`), `${code}\nexport {};\n`);
+    });
     const host = ts.createCompilerHost(options);
     const getSourceFile = host.getSourceFile.bind(host);
     host.getSourceFile = (name, lang, ...rest) => {
@@ -65,7 +85,7 @@ describe('README.md', () => {
       .map((d) => {
         const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
         const i = Number(/readme-sample-(\d+)/.exec(d.file!.fileName)?.[1]);
-        return `sample ${i} (${samples[i]?.code.split('\n')[0]}…), line ${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+        return `${samples[i]?.doc} sample ${i} (${samples[i]?.code.split('\n')[0]}…), line ${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
       });
     expect(errors).toEqual([]);
   });
