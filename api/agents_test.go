@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tetherhq/tether/api"
@@ -14,7 +15,11 @@ func TestDeclareAgentsOverHTTP(t *testing.T) {
 		AcceptAgent: func(n string) bool { return n == "demo" }, InProcess: []string{"demo"}, Declared: []string{"flagged"},
 	})
 	v.thread("t1")
-	v.mustDo(400, "POST", "/v1/threads/t1/runs", map[string]any{"agent": "mine"})
+	// The refusal says what to do: a user who sent a run before starting
+	// the worker was left with "no worker has asked for it".
+	if r := v.mustDo(400, "POST", "/v1/threads/t1/runs", map[string]any{"agent": "mine"}); !strings.Contains(string(r.body), "PUT /v1/agents/mine") || !strings.Contains(string(r.body), "--agents mine") {
+		t.Errorf("the refusal does not say how to declare the agent: %s", r.body)
+	}
 	v.mustDo(201, "PUT", "/v1/agents/mine", nil)
 	v.mustDo(200, "PUT", "/v1/agents/mine", map[string]any{})
 	v.mustDo(400, "PUT", "/v1/agents/mine", map[string]any{"extra": 1})

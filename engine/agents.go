@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"time"
 
@@ -32,6 +33,10 @@ const declaredFresh = time.Minute
 
 // maxAgentName bounds agent names, as claims do.
 const maxAgentName = 255
+
+// plainAgentName matches a name that a message may show unquoted in a
+// command line or a path.
+var plainAgentName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func checkAgentName(name string) error {
 	if name == "" || len(name) > maxAgentName {

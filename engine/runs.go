@@ -69,7 +69,13 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 		return checkAgentName(req.Agent)
 	}
 	if !e.KnownAgent(ctx, req.Agent) {
-		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it", clip.ID(req.Agent))
+		// Say what to do: the usual cause is a run sent before its worker
+		// first claimed. The name is repeated raw only when it is plain.
+		name := "NAME"
+		if plainAgentName.MatchString(req.Agent) {
+			name = req.Agent
+		}
+		return tether.Errorf(tether.CodeBadRequest, "unknown agent %q: no in-process agent has this name and no worker has asked for it; start its worker first, or declare the name (PUT /v1/agents/%s, or tether serve --agents %s)", clip.ID(req.Agent), name, name)
 	}
 	switch req.Multitask {
 	case "":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -181,5 +182,31 @@ func TestAnswerCommand(t *testing.T) {
 	}
 	if _, _, err := cli(t, url, "answer", "--json", r.ID, "{nope"); err == nil || !strings.Contains(err.Error(), "not JSON") {
 		t.Errorf("bad --json: %v", err)
+	}
+}
+
+// A client command run before the server (the README's second terminal
+// opened first) says that the server cannot be reached and what to check,
+// as tether bench does; it printed the Go error of the request, "create
+// thread: Post …: dial tcp …: connect: connection refused".
+func TestClientCommandsServerDown(t *testing.T) {
+	down := httptest.NewServer(nil)
+	downURL := down.URL
+	down.Close()
+	for _, args := range [][]string{
+		{"run", "hello"},
+		{"threads"},
+		{"cancel", "run_1"},
+		{"answer", "run_1", "tone"},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), append(args[:1:1], append([]string{"--server", downURL}, args[1:]...)...), noEnv, io.Discard, &stderr)
+		if err == nil {
+			t.Fatalf("%v: no error", args)
+		}
+		want := "cannot reach the server at " + downURL + ": connection refused (is tether serve running?"
+		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "dial tcp") {
+			t.Errorf("%v: %v, want %q", args, err, want)
+		}
 	}
 }

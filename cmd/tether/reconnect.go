@@ -14,6 +14,11 @@ import (
 type connNotes struct {
 	note   func(string)         // writes one line on stderr
 	cursor func() tether.Offset // the last offset the command printed
+	// server is set by a command whose first request is its subscription
+	// (tail): until that opens, a failure is a server not there yet (not
+	// started, a wrong --server), not a connection lost.
+	server string
+	opened bool
 	lost   bool
 }
 
@@ -24,13 +29,22 @@ func (n *connNotes) onState(st client.State) {
 	case client.StateReconnecting:
 		if !n.lost {
 			n.lost = true
-			n.note(fmt.Sprintf("tether: lost the connection to the server; reconnecting (resuming %s)…", n.where()))
+			if n.server != "" && !n.opened {
+				n.note(fmt.Sprintf("tether: no answer from the server at %s yet; trying again until it answers (Ctrl-C to stop)…", n.server))
+			} else {
+				n.note(fmt.Sprintf("tether: lost the connection to the server; reconnecting (resuming %s)…", n.where()))
+			}
 		}
 	case client.StateOpen:
 		if n.lost {
 			n.lost = false
-			n.note(fmt.Sprintf("tether: reconnected; resuming %s", n.where()))
+			if n.server != "" && !n.opened {
+				n.note("tether: connected")
+			} else {
+				n.note(fmt.Sprintf("tether: reconnected; resuming %s", n.where()))
+			}
 		}
+		n.opened = true
 	}
 }
 

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/client"
@@ -200,6 +202,14 @@ func during(what string, err error) error {
 	var te *tether.Error
 	if errors.As(err, &te) {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	// A server not started yet is the usual first error: say so, in one
+	// line, as tether bench does, not as the Go error of the request.
+	var ue *url.Error
+	if errors.Is(err, syscall.ECONNREFUSED) && errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			return fmt.Errorf("%s: cannot reach the server at %s://%s: connection refused (is tether serve running? --server or $TETHER_SERVER says where)", what, u.Scheme, u.Host)
+		}
 	}
 	return err
 }

@@ -245,6 +245,10 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	// Any key, static or for signed tokens, turns auth on.
 	authOn := len(keys) > 0 || tokens.Enabled()
 	ln, err := net.Listen("tcp", c.addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// The first thing a second "bash scripts/serve" meets: say what to do.
+		return fmt.Errorf("listen on %s: the address is in use (another tether serve?): stop what holds it, or choose another address with --addr, e.g. --addr 127.0.0.1:9000", c.addr)
+	}
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,5 +75,21 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 		"--shutdown-grace", "0", "--max-body-in-flight", "-1", "--max-body-in-flight-per-key", "-1", "--nats-replicas", "5", "--max-body", "1"}, noEnv, io.Discard, &stderr)
 	if err == errUsage {
 		t.Fatalf("edge values refused: %s", stderr.String())
+	}
+}
+
+// A port another process holds (a second "bash scripts/serve", another
+// service on 8080) stops serve with an error that says which address and
+// how to choose another; it said only "bind: address already in use".
+func TestServeAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	err = serveCmd(context.Background(), []string{"--addr", addr, "--data", filepath.Join(t.TempDir(), "data")}, noEnv, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "--addr") {
+		t.Fatalf("err %v: want the address, that it is in use, and --addr", err)
 	}
 }

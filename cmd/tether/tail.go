@@ -39,7 +39,7 @@ func tailCmd(ctx context.Context, args []string, env func(string) string, stdout
 	}
 	c := client.New(*server, &client.Options{Token: *token})
 	var last tether.Offset
-	conn := &connNotes{note: func(l string) { fmt.Fprintln(stderr, l) }, cursor: func() tether.Offset { return last }}
+	conn := &connNotes{note: func(l string) { fmt.Fprintln(stderr, l) }, cursor: func() tether.Offset { return last }, server: *server}
 	for u, err := range c.Subscribe(ctx, client.SubscribeRequest{ThreadID: pos[0], After: cursor, OnState: conn.onState}) {
 		if err != nil {
 			if ctx.Err() != nil {

@@ -193,3 +193,33 @@ func TestTailSaysWhenItLosesTheServer(t *testing.T) {
 		t.Errorf("stderr %q\nwant %q", errOut, want)
 	}
 }
+
+// A tail started before its server answers (the README's second terminal
+// opened first) says that it waits for the server, not that it lost a
+// connection it never had, and says when it is connected.
+func TestTailSaysWhenTheServerIsNotThereYet(t *testing.T) {
+	evs := tailScript()
+	f := newFakeServer(t, func(n int, s *sse, r *http.Request) {
+		s.raw(fmt.Sprintf("event: snapshot\nid: %s\ndata: %s\n\n", off(2), tailSnapshot))
+		s.send(evs[2:]...)
+		<-r.Context().Done()
+	})
+	inner := f.Config.Handler
+	var tries atomic.Int32
+	f.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) <= 2 {
+			writeJSON(w, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"starting"}}`)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	lines, errOut, err := tailUntil(t, 3, envOf("TETHER_SERVER", f.URL, "TETHER_FORMAT", "text"), "t1")
+	if err != nil || len(lines) < 3 {
+		t.Fatalf("%v: %q", err, lines)
+	}
+	want := "tether: no answer from the server at " + f.URL + " yet; trying again until it answers (Ctrl-C to stop)…\n" +
+		"tether: connected\n"
+	if errOut != want {
+		t.Errorf("stderr %q\nwant %q", errOut, want)
+	}
+}

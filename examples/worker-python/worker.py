@@ -25,6 +25,7 @@ FILLER = "This answer comes from an external worker. It claimed the run over HTT
 
 def echo_agent(delay: float):
     async def pyecho(run: Run, session: Session):
+        logging.info("run %s: claimed (attempt %d)", run.id, run.attempt)
         prompt = session.prompt
         yield Reasoning(f"The user wrote {len(prompt)} characters; I will look them up, then echo them.")
         await session.tool_call("lookup", {"query": prompt}, {"words": len(prompt.split())})
@@ -50,6 +51,7 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=4, help="runs at once")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per HTTP request
     logging.info("worker %s: claiming runs of %r from %s", args.id, args.agent, args.server)
     Worker(args.server, {args.agent: echo_agent(args.delay)}, token=args.token, id=args.id, concurrency=args.concurrency).run_forever()
 

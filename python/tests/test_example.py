@@ -46,6 +46,10 @@ def test_example_worker(server):
             assert "You asked for a dry tone." in c.final_answer(th.id).content
         w.send_signal(signal.SIGTERM)
         assert w.wait(timeout=20) == 0
+        # Its log says what it serves, one line a run, not one per HTTP request.
+        log = w.stdout.read().decode() if w.stdout else ""
+        assert f"run {run.id}: claimed (attempt 1)" in log, log
+        assert "HTTP Request:" not in log, log
     finally:
         if w.poll() is None:
             w.kill()
