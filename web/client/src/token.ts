@@ -98,7 +98,7 @@ export class TokenKeeper {
    */
   async get(): Promise<string | undefined> {
     const src = this.source;
-    if (typeof src !== 'function') return src;
+    if (typeof src !== 'function') return sendable(src);
     const h = this.held;
     if (h && h.refreshAt !== undefined) {
       if (this.timers.now() < h.refreshAt) return h.token;
@@ -122,6 +122,7 @@ export class TokenKeeper {
         if (token !== undefined && typeof token !== 'string') {
           throw new TetherError('token_unavailable', `the token function returned ${typeof token}, not a string`);
         }
+        sendable(token);
         const exp = token ? jwtExpiry(token) : undefined;
         this.held = { token, refreshAt: this.refreshAt(exp), exp };
         this.next = 'initial';
@@ -161,6 +162,19 @@ export class TokenKeeper {
     if (life <= 0) return now; // expired already: asked for again at the next request
     return exp - Math.min(this.opts.refreshAheadMs ?? 30_000, life / 2);
   }
+}
+
+/**
+ * Returns `token` if an HTTP header can carry it (visible ASCII, as every
+ * token Tether takes is), else throws a TetherError `token_unavailable`:
+ * `fetch` would throw a bare TypeError ("Cannot convert argument to a
+ * ByteString") from deep inside the request.
+ */
+function sendable(token: string | undefined): string | undefined {
+  if (token !== undefined && !/^[\x21-\x7e]*$/.test(token)) {
+    throw new TetherError('token_unavailable', 'the token cannot be sent in an HTTP header: it holds characters other than visible ASCII');
+  }
+  return token;
 }
 
 /** @internal `init` with `Authorization: Bearer <token>` (none without a token). */

@@ -127,6 +127,16 @@ describe('token refresh (scripted fetch)', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('refuses a token an HTTP header cannot carry with a TetherError, sending nothing', async () => {
+    for (const token of ['client-token-…', async () => 'päss-wörd-token']) {
+      const c = client(600_000, { token });
+      const err = (await c.getThread('t1').catch((e: unknown) => e)) as TetherError;
+      expect(err).toMatchObject({ name: 'TetherError', code: 'token_unavailable', status: 0 });
+      expect(err.message).toMatch(/cannot be sent in an HTTP header/);
+    }
+    expect(ff.requests).toHaveLength(0);
+  });
+
   it('reports a token function that throws, and a subscription backs off instead of looping', async () => {
     let fail = true;
     const c = client(600_000, {
