@@ -254,7 +254,7 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	if !authOn && !isLoopback(ln.Addr()) && !c.insecure {
-		return fmt.Errorf("refusing to listen on %s without API keys: set --token, --keys or a JWT key, or pass --insecure", ln.Addr())
+		return fmt.Errorf("refusing to listen on %s without API keys: set --token, --keys or a JWT key, or pass --insecure", c.addr)
 	}
 	origins := splitList(c.cors)
 	if err := api.CheckOrigins(origins); err != nil {

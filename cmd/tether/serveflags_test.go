@@ -93,3 +93,12 @@ func TestServeAddressInUse(t *testing.T) {
 		t.Fatalf("err %v: want the address, that it is in use, and --addr", err)
 	}
 }
+
+// The refusal to listen on all interfaces without keys names the address
+// as given (0.0.0.0:PORT), not as the kernel reports it ([::]:PORT).
+func TestServeRefusesOpenAddressAsGiven(t *testing.T) {
+	err := serveCmd(context.Background(), []string{"--addr", "0.0.0.0:0", "--data", filepath.Join(t.TempDir(), "data")}, noEnv, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "refusing to listen on 0.0.0.0:0 ") {
+		t.Fatalf("err %v: want the refusal naming 0.0.0.0:0", err)
+	}
+}

@@ -80,8 +80,16 @@ func snapshotLine(s *tether.Snapshot) string {
 	if s.Reset {
 		reset = " (reset: the cursor was not in the log)"
 	}
-	return safeLine(fmt.Sprintf("%s %-20s thread %s %s, %d runs, %d messages%s",
-		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, len(s.Runs), len(s.Messages), reset))
+	return safeLine(fmt.Sprintf("%s %-20s thread %s %s, %s, %s%s",
+		s.Offset, "snapshot", s.Thread.ID, s.Thread.Status, count(len(s.Runs), "run"), count(len(s.Messages), "message"), reset))
+}
+
+// count is n with its noun: "1 run", "2 runs".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // eventLine is one human line for an event: offset, type, summary.

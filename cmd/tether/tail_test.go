@@ -223,3 +223,12 @@ func TestTailSaysWhenTheServerIsNotThereYet(t *testing.T) {
 		t.Errorf("stderr %q\nwant %q", errOut, want)
 	}
 }
+
+// One run and one message are said so, not "1 runs, 1 messages".
+func TestSnapshotLineCounts(t *testing.T) {
+	s := &tether.Snapshot{Offset: off(2), Thread: tether.Thread{ID: "t1", Status: "busy"},
+		Runs: make([]tether.Run, 1), Messages: make([]tether.Message, 3)}
+	if got, want := snapshotLine(s), fmt.Sprintf("%s snapshot             thread t1 busy, 1 run, 3 messages", off(2)); got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
