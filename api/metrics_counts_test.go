@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
@@ -70,5 +72,31 @@ func TestAppendsCountOnlyCommits(t *testing.T) {
 	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"x"}]`, lease...)
 	if got := v.metric("tether_appends_total"); got != appends+1 {
 		t.Fatalf("tether_appends_total %v after a committed append, want %v", got, appends+1)
+	}
+}
+
+// A run the sweeper cannot end while the disk is full (it tries again at
+// every sweep) is counted in tether_runs_aborted_total, and logged, once:
+// when its end is committed. Before, each failed attempt counted it.
+func TestRunAbortedCountedOnce(t *testing.T) {
+	clk := testutil.NewClock()
+	st := &fullDiskStore{Store: testutil.OpenStore(t, "")}
+	v := newEnvStore(t, st, api.Options{}, engine.Options{Now: clk.Now, LeaseTTL: 5 * time.Second, SweepInterval: 5 * time.Millisecond})
+	v.thread("t1")
+	run, _ := v.extRun("t1")
+	commitErrors := v.metric("tether_commit_errors_total")
+
+	st.full.Store(true)
+	clk.Advance(time.Minute)
+	testutil.Eventually(t, 20*time.Second, "the sweeper to try and fail three times", func() bool {
+		return v.metric("tether_commit_errors_total") >= commitErrors+3
+	})
+	if got := v.metric("tether_runs_aborted_total"); got != 0 {
+		t.Fatalf("tether_runs_aborted_total %v while no abort could be committed, want 0", got)
+	}
+	st.full.Store(false)
+	v.waitRun(run, tether.RunAborted)
+	if got := v.metric("tether_runs_aborted_total"); got != 1 {
+		t.Fatalf("tether_runs_aborted_total %v after one run was aborted, want 1", got)
 	}
 }
