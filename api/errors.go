@@ -59,7 +59,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	status := statusOf(te.Code)
-	if status >= 500 {
+	var sh shed
+	if errors.As(err, &sh) {
+		if ri := infoOf(r); ri != nil {
+			ri.shed.Store(true)
+		}
+	} else if status >= 500 {
 		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("request_id", requestID(r)), slog.Any("err", err))
 	}
@@ -81,9 +86,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// shed is a refusal the server makes by design to shed load (the budget
+// of bodies in flight is full, shutdown has started): a 503 the client
+// retries, not a failure of the server. writeError answers it as the
+// error it wraps, but it is logged as a request, at info like a 429: a
+// client that keeps the budget full must not fill the error log (it
+// wrote two error lines per refused request).
+type shed struct{ err *tether.Error }
+
+func (e shed) Error() string { return e.err.Error() }
+func (e shed) Unwrap() error { return e.err }
+
 // errShuttingDown answers requests for streams that arrive after shutdown
 // started: the client reconnects, to another node or after the restart.
-var errShuttingDown = tether.Errorf(tether.CodeUnavailable, "the server is shutting down")
+var errShuttingDown = shed{tether.Errorf(tether.CodeUnavailable, "the server is shutting down")}
 
 // errBodyTimeout is a request body that did not arrive within
 // Limits.BodyTimeout.

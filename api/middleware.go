@@ -27,6 +27,9 @@ type reqInfo struct {
 	// poll (holdStream): how long it lasts is the client's or the
 	// wait's, so it is kept out of the latency histogram.
 	streamed atomic.Bool
+	// shed is set when the request was refused to shed load (see shed):
+	// its 5xx is logged at info, not as a failure.
+	shed atomic.Bool
 }
 
 func infoOf(r *http.Request) *reqInfo {
@@ -124,7 +127,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			s.metrics.request(route, r.Method, status, time.Since(start), ri.streamed.Load())
 			level := slog.LevelInfo
 			switch {
-			case status >= 500:
+			case status >= 500 && !ri.shed.Load():
 				level = slog.LevelError
 			case route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/":
 				level = slog.LevelDebug

@@ -347,11 +347,11 @@ func (s *Server) limit(pattern string, h http.Handler) http.Handler {
 				}
 				if overShare {
 					s.quotas.refused.WithLabelValues("body_share").Inc()
-					refuse(tether.Errorf(tether.CodeUnavailable, "this key has too many large requests in flight: retry once one is answered"), time.Second)
+					refuse(shed{tether.Errorf(tether.CodeUnavailable, "this key has too many large requests in flight: retry once one is answered")}, time.Second)
 					return
 				}
 				s.quotas.refused.WithLabelValues("body_budget").Inc()
-				refuse(tether.Errorf(tether.CodeUnavailable, "the server is handling too many large requests: retry"), time.Second)
+				refuse(shed{tether.Errorf(tether.CodeUnavailable, "the server is handling too many large requests: retry")}, time.Second)
 				return
 			}
 			defer release()

@@ -243,6 +243,9 @@ func (s *Server) routes() []route {
 			LongPollTimeout: s.opts.LongPollTimeout, MaxBodyBytes: s.opts.MaxBodyBytes, WriteTimeout: s.opts.WriteTimeout,
 			Wake: s.opts.Wake, BaseURL: s.opts.PublicURL, Stopping: s.stopping, Logger: s.log,
 			Live: s.live, Expires: func(r *http.Request) time.Time { return principalOf(r).Expires },
+			// Counted with the server's other SSE streams
+			// (tether_sse_streams).
+			OpenSSE: func() func() { s.metrics.streams.Inc(); return s.metrics.streams.Dec },
 			// Every stream's rule; the response's own lifetime is
 			// SSELifetime.
 			EndDue: func(r *http.Request) string { return s.endDue(time.Time{}, principalOf(r)) },

@@ -83,7 +83,7 @@ func TestBatchTooLargeForTheStore(t *testing.T) {
 		"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"), deltas("d1", "d2", "d3"), deltas("e1", "e2", "e3")}
 	var wg sync.WaitGroup
 	for i, evs := range sends {
-		accepted := e.Counters().Appends.Load()
+		queued := engine.QueuedPlans(e, "t1")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -91,7 +91,7 @@ func TestBatchTooLargeForTheStore(t *testing.T) {
 			results <- result{i, err}
 		}()
 		// Queue them in this order.
-		for e.Counters().Appends.Load() == accepted {
+		for engine.QueuedPlans(e, "t1") == queued {
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -10,3 +10,15 @@ func SeenAgents(e *Engine) int {
 	defer e.agentsMu.Unlock()
 	return len(e.seen)
 }
+
+// QueuedPlans returns how many plans of a thread wait behind the commit
+// in flight.
+func QueuedPlans(e *Engine, threadID string) int {
+	t := e.cached(threadID)
+	if t == nil {
+		return 0
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return len(t.queue)
+}

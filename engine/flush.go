@@ -92,6 +92,9 @@ func (e *Engine) flush(t *thread) {
 		conflicts = 0
 		e.counters.Batches.Add(1)
 		e.counters.Events.Add(int64(len(b.Events)))
+		// Counted once committed: a plan may be prepared again (replay)
+		// or fail with its batch.
+		e.counters.Appends.Add(int64(len(batch)))
 		t.wmu.Lock()
 		t.committed = res.Version
 		for _, pd := range batch {

@@ -104,7 +104,6 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 		e.index(t, id)
 	}
 	e.mu.Unlock()
-	e.counters.Appends.Add(1)
 	return pd, nil
 }
 

@@ -84,7 +84,13 @@ func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *
 		return err
 	}
 	info, _ := jsonMarshal(tether.ErrorInfo{Code: reason, Message: reasonMessages[reason]})
+	// How the run ended, as the plan that was committed says: a plan may
+	// be validated again (another node wrote first) or its commit fail
+	// (a full disk, and the sweeper tries again at its next pass), so it
+	// is counted and logged once its commit holds, not when planned.
+	var ended tether.RunStatus
 	_, err = e.update(ctx, t, func(p *planner) error {
+		ended = ""
 		r, ok := p.run(runID)
 		if !ok || r.Status.Terminal() || (check != nil && !check(p)) {
 			return nil
@@ -92,13 +98,20 @@ func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *
 		// A client asked for the run to end and it did: it ends as the
 		// cancel grace would have ended it, whoever stopped it first.
 		if !r.CancelRequestedAt.IsZero() {
-			e.log.Info("run cancelled", "run", runID, "thread", t.id, "reason", reason)
+			ended = tether.RunCancelled
 			return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunCancelled)})
 		}
-		e.counters.Aborted.Add(1)
-		e.log.Info("run aborted", "run", runID, "thread", t.id, "reason", reason)
+		ended = tether.RunAborted
 		return p.emit(&tether.Event{Type: tether.EventRunFinished, RunID: runID, Status: string(tether.RunAborted), Error: info})
 	})
+	switch {
+	case err != nil:
+	case ended == tether.RunCancelled:
+		e.log.Info("run cancelled", "run", runID, "thread", t.id, "reason", reason)
+	case ended == tether.RunAborted:
+		e.counters.Aborted.Add(1)
+		e.log.Info("run aborted", "run", runID, "thread", t.id, "reason", reason)
+	}
 	return err
 }
 

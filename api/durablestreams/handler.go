@@ -51,6 +51,11 @@ type Options struct {
 	// many streams) it has answered the request itself. Defaults to a
 	// function that never refuses.
 	Live func(w http.ResponseWriter, r *http.Request) (done func(), ok bool)
+	// OpenSSE, if set, is called when an SSE response starts (after
+	// Live let it in), and the function it returns when it ends: the
+	// server counts open SSE streams, whatever protocol they speak.
+	// Long polls are not counted.
+	OpenSSE func() (closed func())
 	// Expires, if set, returns when the credentials of a request expire
 	// (the zero time: never). A long poll never waits past it; an SSE
 	// response ends there with a reconnect event whose reason is

@@ -41,6 +41,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path string, rq re
 		return
 	}
 	defer done()
+	if h.opts.OpenSSE != nil {
+		defer h.opts.OpenSSE()()
+	}
 	started := time.Now()
 	ctx := r.Context()
 	var (
