@@ -76,8 +76,9 @@ func (e *Engine) requeue(ctx context.Context, threadID string) error {
 
 // abort ends a run aborted with a reason, in one append that also aborts
 // its running messages; a run with a cancel request pending ends
-// cancelled instead (protocol.md, "The server ends a run itself"). check, if set, must still hold under the thread's
-// lock (the sweeper uses it to re-check that the lease is still expired).
+// cancelled instead (protocol.md, "The server ends a run itself"). check,
+// if set, must still hold under the thread's lock (the sweeper uses it to
+// re-check that the lease is still expired).
 func (e *Engine) abort(ctx context.Context, runID, reason string, check func(p *planner) bool) error {
 	t, err := e.threadOfRun(ctx, runID)
 	if err != nil {
