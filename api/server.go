@@ -353,6 +353,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready"})
 		return
 	}
+	if !s.e.Following() {
+		// Cut off from the shared log: every stream here is refused
+		// (engine/feed.go) while other nodes may serve.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_following_log"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 

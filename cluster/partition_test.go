@@ -186,6 +186,15 @@ func TestStreamsEndWhileNodeCutOff(t *testing.T) {
 		}
 	}
 	st2.close()
+	// And b says so to load balancers; a does not.
+	for _, c := range []struct {
+		p    *node
+		want int
+	}{{b, http.StatusServiceUnavailable}, {a, http.StatusOK}} {
+		if status, body, _, err := c.p.call(t.Context(), "GET", "/readyz", nil); err != nil || status != c.want {
+			t.Fatalf("%s: /readyz while b is cut off: %d %v %s, want %d", c.p.name, status, err, body, c.want)
+		}
+	}
 
 	// The client resumes on a.
 	resume := cursor
@@ -214,6 +223,10 @@ func TestStreamsEndWhileNodeCutOff(t *testing.T) {
 	sameSequence(t, "the client's events, on b then on a", got, want)
 
 	proxy.setCut(false)
+	eventually(t, 20*time.Second, "b ready once it is back", func() bool {
+		status, _, _, err := b.call(t.Context(), "GET", "/readyz", nil)
+		return err == nil && status == http.StatusOK
+	})
 	eventually(t, 20*time.Second, "a stream on b once it is back", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()

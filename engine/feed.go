@@ -9,6 +9,11 @@ package engine
 // subscription ends with errNoFeed (unavailable) and no new one starts:
 // clients resume from their offset, on a node that follows the log.
 
+// Following reports whether this node follows the store's log (always, on
+// a store of one node): /readyz says so, so that a load balancer sends the
+// clients of a node cut off from it elsewhere.
+func (e *Engine) Following() bool { return !e.noFeed.Load() }
+
 // feedChanged is the store's report of its feed of the log.
 func (e *Engine) feedChanged(following bool) {
 	e.noFeed.Store(!following)
