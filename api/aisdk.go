@@ -403,7 +403,7 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		for _, rec := range recs {
 			ev, derr := rec.Decode()
 			if derr != nil {
-				s.log.Warn("ai-sdk stream: undecodable event", "thread", sub.ThreadID, "offset", rec.Offset, "err", derr)
+				s.log.Warn("ai-sdk stream: undecodable event", "thread", sub.ThreadID, "offset", rec.Offset, "err", derr, "request_id", requestID(r))
 				flush()
 				panic(http.ErrAbortHandler) // mid-answer: not a clean end (below)
 			}
