@@ -223,6 +223,7 @@ func (s *Server) routes() []route {
 		{pattern: "POST /v1/ag-ui/{agent}", access: accessClient, h: h(s.aguiRun)},
 		{pattern: "GET /v1/ag-ui/threads/{tid}/events", access: accessClient, act: actRead, h: h(s.aguiThreadEvents)},
 		{pattern: "GET /v1/ag-ui/threads/{tid}/runs/{rid}/events", access: accessClient, act: actRead, h: h(s.aguiRunEvents)},
+		{pattern: "POST /v1/ag-ui/threads/{tid}/runs/{rid}/cancel", access: accessClient, act: actCancel, h: h(s.aguiCancel)},
 		// The AI SDK's useChat (docs/ai-sdk.md): people's side, like the
 		// thread routes they stand for. A chat is a thread.
 		{pattern: "POST /v1/ai-sdk/{agent}/chat", access: accessClient, h: h(s.aisdkChat)},

@@ -20,6 +20,7 @@ import {
   type RunAgentInput,
 } from '@ag-ui/client';
 import { Observable, type Subscription } from 'rxjs';
+import { errorFromResponse, toTetherError } from './errors.js';
 import { backoffDelay, defaultTimers, type BackoffOptions, type Timers } from './timing.js';
 import { TokenKeeper, authorized, errorCode, type TokenSource } from './token.js';
 
@@ -145,6 +146,29 @@ export class TetherAgent extends HttpAgent {
       res = await this.fetch(url, authorized(init, token));
     }
     return res;
+  }
+
+  /**
+   * Asks the server to end the run, for a stop button: the Tether run this
+   * agent follows ({@link tetherRunId}), else the thread's active run.
+   * `abortRun()` only stops following, and the run, durable, goes on (so a
+   * page that is closed or reloaded does not stop it); this stops it. The
+   * run then ends `cancelled`, and a stream still following it ends with
+   * `RUN_FINISHED{outcome: cancelled}`. Resolves false when the thread has
+   * no run to cancel; rejects with a TetherError.
+   */
+  async cancelRun(): Promise<boolean> {
+    const run = this.tetherRunId ?? 'current';
+    const url = `${this.baseUrl}/threads/${encodeURIComponent(this.threadId)}/runs/${encodeURIComponent(run)}/cancel`;
+    let res: Response;
+    try {
+      res = await this.send(url, { method: 'POST', headers: { ...this.headers } });
+    } catch (err) {
+      throw toTetherError(err);
+    }
+    if (!res.ok) throw await errorFromResponse(res);
+    res.body?.cancel().catch(() => {});
+    return res.status !== 204;
   }
 
   private joinUrl(threadId: string, runId: string): string {

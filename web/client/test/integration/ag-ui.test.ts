@@ -99,6 +99,21 @@ describe('AG-UI (real server)', () => {
     expect(wire.log.filter((l) => l.startsWith('GET') && l.includes('cut')).length).toBeGreaterThanOrEqual(3);
   });
 
+  it('TetherAgent.cancelRun() stops the run on the server (a stop button); abortRun() would only stop following it', async () => {
+    const tid = threadName('agui-cancel');
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/demo`, threadId: tid });
+    expect(await agent.cancelRun()).toBe(false); // no run yet
+    agent.addMessage({ id: `u-${tid}`, role: 'user', content: 'Tell me more' });
+    let outcome = '';
+    const run = agent.runAgent(demo({ tokens: 2000, delay_ms: 5 }), { onRunFinishedEvent: (p) => void (outcome = p.outcome) });
+    await until(() => agent.tetherRunId !== undefined, 15_000, 'the run to start');
+    expect(await agent.cancelRun()).toBe(true);
+    await run;
+    expect(outcome).toBe('cancelled');
+    const got = (await (await fetch(`${url()}/v1/runs/${agent.tetherRunId}`)).json()) as { run: { status: string } };
+    expect(got.run.status).toBe('cancelled');
+  });
+
   it('TetherAgent: abortRun() while it waits to join again ends the run, and no join is sent', async () => {
     const tid = threadName('agui-abort');
     const wire = new Wire();
