@@ -266,3 +266,35 @@ def test_model_call_ids_that_are_not_tether_ids_or_repeat(server, framework):
         assert [(p.status, p.input) for p in calls] == [("done", {"city": "Paris"}), ("done", {"city": "Oslo"})]
         assert all(p.output is not None for p in calls) and len({p.call_id for p in calls}) == 2
         assert c.final_answer(thread_id).content == "Sunny, then rainy."
+
+
+def graph_of(model: ScriptedChatModel):
+    async def agent(state: MessagesState):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([forecast]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+def test_langgraph_tool_arguments_streamed_before_the_name(server):
+    """A model whose stream gives a call's first arguments before its name and id: they go into the
+    call's input once it starts. They were dropped: the input was the rest, ``ty":"Paris"}``."""
+    model = ScriptedChatModel(
+        turns=[
+            [
+                AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '{"ci', "id": None, "index": 0}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": "forecast", "args": 'ty":', "id": "lc_1", "index": 0}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '"Paris"}', "id": None, "index": 0}]),
+            ],
+            [AIMessageChunk(content="Sunny.")],
+        ]
+    )
+    thread_id, run_id = serve_and_run(server.url, {"early": tlg.serve(graph_of(model))}, "Weather in Paris?")
+    with Client(server.url) as c:
+        call = c.get_run(run_id).messages[-1].parts[0]
+        assert (call.name, call.call_id, call.status, call.input, call.output) == ("forecast", "lc_1", "done", {"city": "Paris"}, {"sky": "sunny"})

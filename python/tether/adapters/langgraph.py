@@ -31,6 +31,7 @@ class _Stream:
         self.calls: dict[tuple[str, int], str] = {}  # (message id, chunk index) → Tether call id
         self.open: dict[str, str] = {}  # Tether call id → name, until its ToolMessage
         self.ids: dict[str, str] = {}  # LangChain tool call id → Tether call id
+        self.early: dict[tuple[str, int], str] = {}  # arguments streamed before their call's name
 
     async def chunk(self, msg: BaseMessage) -> None:
         s = self.s
@@ -91,16 +92,20 @@ class _Stream:
     async def tool_chunk(self, mid: str, index: int, tc: Any) -> None:
         key = (mid, index)
         cid = self.calls.get(key)
+        args = tc.get("args")
+        args = args if isinstance(args, str) else ""
         if cid is None:
             name = tc.get("name")
             if not name:
-                return  # arguments before the name: not a call this adapter can place
+                # Arguments before the name: held until the call can be started with it.
+                self.early[key] = self.early.get(key, "") + args
+                return
             cid = self.start(tc.get("id"))
             self.calls[key] = cid
             self.open[cid] = name
             await self.s.tool_started(cid, name)
-        args = tc.get("args")
-        if isinstance(args, str) and args:
+            args = self.early.pop(key, "") + args
+        if args:
             await self.s.tool_delta(cid, args)
 
     async def close(self) -> None:
