@@ -19,7 +19,7 @@ from langchain_core.tools import tool  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ToolReturnPart  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel  # noqa: E402
 
 from tether.adapters import langgraph as tlg  # noqa: E402
@@ -298,3 +298,38 @@ def test_langgraph_tool_arguments_streamed_before_the_name(server):
     with Client(server.url) as c:
         call = c.get_run(run_id).messages[-1].parts[0]
         assert (call.name, call.call_id, call.status, call.input, call.output) == ("forecast", "lc_1", "done", {"city": "Paris"}, {"sky": "sunny"})
+
+
+def test_pydantic_ai_history_keeps_the_prompt_of_a_run_that_failed(server):
+    """A run that failed before its answer leaves its prompt without one: the next run's history
+    still has it. Every user message at the end of the conversation was taken for the prompt and
+    dropped: the model saw only ``two``."""
+    seen: list[list[str]] = []
+
+    async def fails_first(messages: list[ModelMessage], info: AgentInfo):
+        seen.append([str(p.content) for m in messages for p in m.parts if isinstance(p, UserPromptPart)])
+        if len(seen) == 1:
+            raise RuntimeError("the provider is down")
+        yield "ok"
+
+    agent = Agent(FunctionModel(stream_function=fails_first))
+
+    async def main():
+        w = Worker(server.url, {"retry": tpa.serve(agent)}, id="py-retry", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        async with AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            for prompt in ("one", "two"):
+                while True:
+                    try:
+                        run = await c.create_run(th.id, prompt, agent="retry")
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                async for _ in c.follow(run.id):
+                    pass
+        w.stop()
+        await wt
+
+    asyncio.run(main())
+    assert seen == [["one"], ["one", "two"]]

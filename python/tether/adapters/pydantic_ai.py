@@ -169,14 +169,16 @@ async def run_agent(session: Session, agent: Agent[Any, Any], prompt: Optional[s
     streaming everything into the session, and returns the run's output.
 
     Without ``message_history`` in ``kwargs``, the thread's conversation
-    before the prompt is passed as the history.
+    but the prompt is passed as the history: also the prompts of earlier
+    runs that got no answer.
     """
     if prompt is None:
         prompt = session.prompt
         if "message_history" not in kwargs:
             msgs = list(session.messages)
-            while msgs and msgs[-1].role == "user":
-                msgs.pop()
+            last = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+            if last is not None:
+                del msgs[last]  # the prompt, which goes as the prompt
             kwargs["message_history"] = history(msgs) or None
     st = _Stream(session)
     output: Any = None
