@@ -333,3 +333,51 @@ def test_pydantic_ai_history_keeps_the_prompt_of_a_run_that_failed(server):
 
     asyncio.run(main())
     assert seen == [["one"], ["one", "two"]]
+
+
+def test_langgraph_interrupt_asks_and_resumes_with_the_answer(server):
+    """A graph that stops at ``interrupt(...)`` makes the run wait for input (``run.waiting`` with
+    the interrupt's value as its payload) and resumes with the answer. The graph's stream just ended
+    at the interrupt: the run ended ``done`` with no answer and the question never asked."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END
+    from langgraph.types import interrupt
+
+    def ask(state: MessagesState):
+        tone = interrupt({"prompt": "Which tone?"})
+        return {"messages": [AIMessage(content=f"In a {tone} tone.")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    graph = g.compile(checkpointer=InMemorySaver())
+
+    async def main() -> list[Event]:
+        w = Worker(server.url, {"asker": tlg.serve(graph)}, id="py-interrupt", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        try:
+            async with AsyncClient(server.url) as c:
+                th = await c.create_thread()
+                while True:
+                    try:
+                        run = await c.create_run(th.id, "Write it.", agent="asker")
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                evs = []
+                async for ev in c.follow(run.id):
+                    evs.append(ev)
+                    if ev.type == "run.waiting":
+                        await c.submit_input(run.id, "dry")
+                fa = await c.final_answer(th.id)
+                assert (fa.status, fa.content) == ("done", "In a dry tone.")
+                return evs
+        finally:
+            w.stop()
+            await asyncio.wait_for(wt, 30)
+
+    evs = asyncio.run(main())
+    waiting = [e for e in evs if e.type == "run.waiting"]
+    assert len(waiting) == 1 and waiting[0].request.payload == {"prompt": "Which tone?"}
+    assert [e.type for e in evs].count("run.finished") == 1
