@@ -18,7 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai import Agent, ModelRetry  # noqa: E402
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel  # noqa: E402
 
@@ -381,3 +381,37 @@ def test_langgraph_interrupt_asks_and_resumes_with_the_answer(server):
     waiting = [e for e in evs if e.type == "run.waiting"]
     assert len(waiting) == 1 and waiting[0].request.payload == {"prompt": "Which tone?"}
     assert [e.type for e in evs].count("run.finished") == 1
+
+
+async def retrying_model(messages: list[ModelMessage], info: AgentInfo):
+    """Calls the tool with arguments that fail validation, then with a city it refuses, then a good one."""
+    calls = sum(1 for m in messages for p in m.parts if isinstance(p, ToolReturnPart))
+    if calls == 3:
+        yield "Sunny in Paris."
+        return
+    args = ['{"town":1}', '{"city":"Atlantis"}', '{"city":"Paris"}'][calls]
+    yield {1: DeltaToolCall(name="checked_weather", json_args=args, tool_call_id=f"try_{calls}")}
+
+
+retrying_agent = Agent(FunctionModel(stream_function=retrying_model))
+
+
+@retrying_agent.tool_plain(retries=3)
+def checked_weather(city: str) -> str:
+    if city == "Atlantis":
+        raise ModelRetry("There is no such city.")
+    return "sunny"
+
+
+def test_pydantic_ai_tool_calls_it_retried_end_error(server):
+    """A call pydantic-ai answered with a retry (arguments that failed validation, the tool's
+    ``ModelRetry``) ends ``error`` with the feedback the model got as its message; a good call ends
+    ``done``. Both retried calls ended ``done``, the feedback as their output."""
+    thread_id, run_id = serve_and_run(server.url, {"retry": tpa.serve(retrying_agent)}, "Weather?")
+    with Client(server.url) as c:
+        rs = c.get_run(run_id)
+        assert rs.run.status == "done"
+        calls = [p for p in rs.messages[-1].parts if p.type == "tool"]
+        assert [(p.call_id, p.status) for p in calls] == [("try_0", "error"), ("try_1", "error"), ("try_2", "done")]
+        assert calls[1].error == {"message": "There is no such city."} and calls[1].output is None
+        assert "city" in calls[0].error["message"] and calls[2].output == "sunny"

@@ -117,7 +117,11 @@ class _Stream:
                 return
             cid = rcid
             del self.open[cid]
-            if isinstance(r, ToolReturnPart):
+            if isinstance(r, ToolReturnPart) and getattr(r, "outcome", "success") in ("failed", "retried"):
+                # Went wrong (ModelRetry, arguments that failed validation, ToolFailed): the
+                # content is the feedback the model gets, an error rather than an output.
+                await s.tool_finished(cid, error={"message": r.content if isinstance(r.content, str) else json.dumps(_jsonable(r.content))})
+            elif isinstance(r, ToolReturnPart):
                 await s.tool_finished(cid, output=_jsonable(r.content))
             elif isinstance(r, RetryPromptPart):
                 await s.tool_finished(cid, error={"message": r.model_response() if hasattr(r, "model_response") else str(r.content)})
