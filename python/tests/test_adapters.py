@@ -18,8 +18,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ToolReturnPart  # noqa: E402
+from pydantic_ai import Agent, ModelRetry  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel  # noqa: E402
 
 from tether.adapters import langgraph as tlg  # noqa: E402
@@ -266,3 +266,152 @@ def test_model_call_ids_that_are_not_tether_ids_or_repeat(server, framework):
         assert [(p.status, p.input) for p in calls] == [("done", {"city": "Paris"}), ("done", {"city": "Oslo"})]
         assert all(p.output is not None for p in calls) and len({p.call_id for p in calls}) == 2
         assert c.final_answer(thread_id).content == "Sunny, then rainy."
+
+
+def graph_of(model: ScriptedChatModel):
+    async def agent(state: MessagesState):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([forecast]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+def test_langgraph_tool_arguments_streamed_before_the_name(server):
+    """A model whose stream gives a call's first arguments before its name and id: they go into the
+    call's input once it starts. They were dropped: the input was the rest, ``ty":"Paris"}``."""
+    model = ScriptedChatModel(
+        turns=[
+            [
+                AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '{"ci', "id": None, "index": 0}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": "forecast", "args": 'ty":', "id": "lc_1", "index": 0}]),
+                AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": '"Paris"}', "id": None, "index": 0}]),
+            ],
+            [AIMessageChunk(content="Sunny.")],
+        ]
+    )
+    thread_id, run_id = serve_and_run(server.url, {"early": tlg.serve(graph_of(model))}, "Weather in Paris?")
+    with Client(server.url) as c:
+        call = c.get_run(run_id).messages[-1].parts[0]
+        assert (call.name, call.call_id, call.status, call.input, call.output) == ("forecast", "lc_1", "done", {"city": "Paris"}, {"sky": "sunny"})
+
+
+def test_pydantic_ai_history_keeps_the_prompt_of_a_run_that_failed(server):
+    """A run that failed before its answer leaves its prompt without one: the next run's history
+    still has it. Every user message at the end of the conversation was taken for the prompt and
+    dropped: the model saw only ``two``."""
+    seen: list[list[str]] = []
+
+    async def fails_first(messages: list[ModelMessage], info: AgentInfo):
+        seen.append([str(p.content) for m in messages for p in m.parts if isinstance(p, UserPromptPart)])
+        if len(seen) == 1:
+            raise RuntimeError("the provider is down")
+        yield "ok"
+
+    agent = Agent(FunctionModel(stream_function=fails_first))
+
+    async def main():
+        w = Worker(server.url, {"retry": tpa.serve(agent)}, id="py-retry", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        async with AsyncClient(server.url) as c:
+            th = await c.create_thread()
+            for prompt in ("one", "two"):
+                while True:
+                    try:
+                        run = await c.create_run(th.id, prompt, agent="retry")
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                async for _ in c.follow(run.id):
+                    pass
+        w.stop()
+        await wt
+
+    asyncio.run(main())
+    assert seen == [["one"], ["one", "two"]]
+
+
+def test_langgraph_interrupt_asks_and_resumes_with_the_answer(server):
+    """A graph that stops at ``interrupt(...)`` makes the run wait for input (``run.waiting`` with
+    the interrupt's value as its payload) and resumes with the answer. The graph's stream just ended
+    at the interrupt: the run ended ``done`` with no answer and the question never asked."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END
+    from langgraph.types import interrupt
+
+    def ask(state: MessagesState):
+        tone = interrupt({"prompt": "Which tone?"})
+        return {"messages": [AIMessage(content=f"In a {tone} tone.")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    graph = g.compile(checkpointer=InMemorySaver())
+
+    async def main() -> list[Event]:
+        w = Worker(server.url, {"asker": tlg.serve(graph)}, id="py-interrupt", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        try:
+            async with AsyncClient(server.url) as c:
+                th = await c.create_thread()
+                while True:
+                    try:
+                        run = await c.create_run(th.id, "Write it.", agent="asker")
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                evs = []
+                async for ev in c.follow(run.id):
+                    evs.append(ev)
+                    if ev.type == "run.waiting":
+                        await c.submit_input(run.id, "dry")
+                fa = await c.final_answer(th.id)
+                assert (fa.status, fa.content) == ("done", "In a dry tone.")
+                return evs
+        finally:
+            w.stop()
+            await asyncio.wait_for(wt, 30)
+
+    evs = asyncio.run(main())
+    waiting = [e for e in evs if e.type == "run.waiting"]
+    assert len(waiting) == 1 and waiting[0].request.payload == {"prompt": "Which tone?"}
+    assert [e.type for e in evs].count("run.finished") == 1
+
+
+async def retrying_model(messages: list[ModelMessage], info: AgentInfo):
+    """Calls the tool with arguments that fail validation, then with a city it refuses, then a good one."""
+    calls = sum(1 for m in messages for p in m.parts if isinstance(p, ToolReturnPart))
+    if calls == 3:
+        yield "Sunny in Paris."
+        return
+    args = ['{"town":1}', '{"city":"Atlantis"}', '{"city":"Paris"}'][calls]
+    yield {1: DeltaToolCall(name="checked_weather", json_args=args, tool_call_id=f"try_{calls}")}
+
+
+retrying_agent = Agent(FunctionModel(stream_function=retrying_model))
+
+
+@retrying_agent.tool_plain(retries=3)
+def checked_weather(city: str) -> str:
+    if city == "Atlantis":
+        raise ModelRetry("There is no such city.")
+    return "sunny"
+
+
+def test_pydantic_ai_tool_calls_it_retried_end_error(server):
+    """A call pydantic-ai answered with a retry (arguments that failed validation, the tool's
+    ``ModelRetry``) ends ``error`` with the feedback the model got as its message; a good call ends
+    ``done``. Both retried calls ended ``done``, the feedback as their output."""
+    thread_id, run_id = serve_and_run(server.url, {"retry": tpa.serve(retrying_agent)}, "Weather?")
+    with Client(server.url) as c:
+        rs = c.get_run(run_id)
+        assert rs.run.status == "done"
+        calls = [p for p in rs.messages[-1].parts if p.type == "tool"]
+        assert [(p.call_id, p.status) for p in calls] == [("try_0", "error"), ("try_1", "error"), ("try_2", "done")]
+        assert calls[1].error == {"message": "There is no such city."} and calls[1].output is None
+        assert "city" in calls[0].error["message"] and calls[2].output == "sunny"

@@ -10,6 +10,7 @@ import time
 from typing import AsyncIterator
 
 import httpx
+import pytest
 
 from helpers import Faults, log_events, requests_in_log
 from tether import AsyncClient, Reasoning, Session, TetherError, Worker
@@ -154,6 +155,34 @@ def test_an_agent_that_raises_ends_the_run_error(server):
             assert end.type == "run.finished" and end.status == "error"
             assert end.error_info.code == "agent_error" and "secret" not in end.error_info.message
             assert [e.delta for e in evs if e.type == "text.delta"] == ["partial "]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("then", ["returns", "raises"])
+def test_a_refused_last_append_ends_the_run_error(start_server, then):
+    """The server refused the agent's last events (a tool's output over the body limit) and the agent
+    then returned (or raised): the run ends ``error`` (``agent_error``) at once, those events not in
+    the log. The refusal came out of the finish, which gave up: the run stayed running until its
+    lease expired and ended ``aborted`` (``worker_lost``)."""
+    server = start_server("--lease-ttl", "3s")
+
+    async def big(run: Run, s: Session):
+        await s.text("Fetched. ")
+        await s.tool_call("fetch", {"url": "https://example.com"}, "x" * (5 << 20))
+        if then == "raises":
+            raise RuntimeError("gave up")
+
+    async def main():
+        async with serving(server.url, {"big": big}), AsyncClient(server.url) as c:
+            run, evs = await run_to_end(c, "big")
+            ends = [e for e in evs if e.type == "run.finished"]
+            assert len(ends) == 1 and ends[0].status == "error", ends
+            assert ends[0].error_info.code == "agent_error"
+            assert "tool.finished" not in [e.type for e in evs]
+            msg = (await c.get_run(run.id)).messages[-1]
+            assert msg.status == "error" and msg.text == "Fetched. "
+            assert [(p.name, p.status) for p in msg.parts if p.type == "tool"] == [("fetch", "error")]
 
     asyncio.run(main())
 

@@ -44,7 +44,8 @@ class Worker:
     emits under the run's lease (idempotently, see ``tether._lease``),
     heartbeats while the agent is quiet, follows the run for input and
     cancel requests, and ends it exactly once: ``done`` when the agent
-    returns, ``error`` (code ``agent_error``) when it raises, ``cancelled``
+    returns, ``error`` (code ``agent_error``) when it raises or the server
+    refused events it emitted (they are not in the log), ``cancelled``
     when a client cancelled it; unless the agent ended it itself. A server
     restart is waited out: claims retry with backoff, appends and
     heartbeats retry with the same sequence numbers until the server is
@@ -294,11 +295,19 @@ class Worker:
             if cause == CANCEL_REQUESTED:
                 await s.finish("cancelled")
                 return
+            failed = {"code": AGENT_ERROR, "message": "The agent failed."}
             if err is not None:
                 log.warning("tether worker: agent %r failed on run %s", t.run.agent, t.run.id, exc_info=err)
-                await self._finish_or_cancel(s, "error", {"code": AGENT_ERROR, "message": "The agent failed."})
-            else:
-                await self._finish_or_cancel(s, "done", None)
+            try:
+                await self._finish_or_cancel(s, "error" if err is not None else "done", failed if err is not None else None)
+            except TetherError as e:
+                if e.code == CONFLICT or t.lost:
+                    raise
+                # The finish's flush raised the refusal of an append of the agent's (an event
+                # over the limits, malformed): those events are not in the log, so the run ends
+                # error now rather than stay running until its lease expires (aborted).
+                log.warning("tether worker: run %s: the server refused events of the agent %r: %s", t.run.id, t.run.agent, e)
+                await self._finish_or_cancel(s, "error", failed)
         except TetherError as e:
             if e.code != CONFLICT and not t.lost:
                 log.warning("tether worker: finish run %s: %s", t.run.id, e)

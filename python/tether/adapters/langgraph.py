@@ -2,8 +2,10 @@
 
 Model tokens become text (and reasoning, from ``reasoning``/``thinking``
 content blocks or ``additional_kwargs["reasoning_content"]``), streamed
-tool call chunks become ``tool.started``/``tool.delta``, and the graph's
-``ToolMessage`` results end those calls::
+tool call chunks become ``tool.started``/``tool.delta``, the graph's
+``ToolMessage`` results end those calls, and an ``interrupt(value)`` asks
+the run's clients (``run.waiting`` with ``value`` as its payload) and
+resumes the graph with their answer::
 
     from tether import Worker
     from tether.adapters.langgraph import serve
@@ -19,6 +21,7 @@ import json
 from typing import Any, Callable, Optional
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langgraph.types import Command
 
 from ..session import Session
 from ..types import Message, Run
@@ -31,6 +34,7 @@ class _Stream:
         self.calls: dict[tuple[str, int], str] = {}  # (message id, chunk index) → Tether call id
         self.open: dict[str, str] = {}  # Tether call id → name, until its ToolMessage
         self.ids: dict[str, str] = {}  # LangChain tool call id → Tether call id
+        self.early: dict[tuple[str, int], str] = {}  # arguments streamed before their call's name
 
     async def chunk(self, msg: BaseMessage) -> None:
         s = self.s
@@ -91,16 +95,20 @@ class _Stream:
     async def tool_chunk(self, mid: str, index: int, tc: Any) -> None:
         key = (mid, index)
         cid = self.calls.get(key)
+        args = tc.get("args")
+        args = args if isinstance(args, str) else ""
         if cid is None:
             name = tc.get("name")
             if not name:
-                return  # arguments before the name: not a call this adapter can place
+                # Arguments before the name: held until the call can be started with it.
+                self.early[key] = self.early.get(key, "") + args
+                return
             cid = self.start(tc.get("id"))
             self.calls[key] = cid
             self.open[cid] = name
             await self.s.tool_started(cid, name)
-        args = tc.get("args")
-        if isinstance(args, str) and args:
+            args = self.early.pop(key, "") + args
+        if args:
             await self.s.tool_delta(cid, args)
 
     async def close(self) -> None:
@@ -125,13 +133,38 @@ def _output(msg: ToolMessage) -> Any:
         return text
 
 
+def _jsonable(v: Any) -> Any:
+    try:
+        json.dumps(v)
+        return v
+    except (TypeError, ValueError):
+        return str(v)
+
+
 async def stream_graph(session: Session, graph: Any, input: Any, config: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
-    """Runs ``graph.astream(input, config, stream_mode="messages")`` and emits what it streams."""
+    """Runs ``graph.astream(input, config, stream_mode=["messages", "updates"])`` and emits the messages it streams.
+
+    A graph that stops at an ``interrupt(value)`` (human in the loop; the graph needs a
+    checkpointer) asks for input with ``value`` as the request's payload (:meth:`Session.ask`: the
+    run waits) and resumes with ``Command(resume=<the answer>)``, until the graph ends. Several
+    interrupts at once are asked one after the other and resumed together, by interrupt id.
+    """
     st = _Stream(session)
-    async for item in graph.astream(input, config, stream_mode="messages", **kwargs):
-        msg = item[0] if isinstance(item, tuple) else item
-        if isinstance(msg, BaseMessage):
-            await st.chunk(msg)
+    while True:
+        interrupts: list[Any] = []
+        async for item in graph.astream(input, config, stream_mode=["messages", "updates"], **kwargs):
+            mode, data = item[-2], item[-1]  # (mode, data), or (namespace, mode, data) with subgraphs
+            if mode == "messages":
+                msg = data[0] if isinstance(data, tuple) else data
+                if isinstance(msg, BaseMessage):
+                    await st.chunk(msg)
+            elif mode == "updates" and isinstance(data, dict):
+                interrupts.extend(data.get("__interrupt__") or ())
+        if not interrupts:
+            break
+        # The graph is paused, not ended: its open tool calls stay open across the wait.
+        answers = {i.id: await session.ask(_jsonable(i.value)) for i in interrupts}
+        input = Command(resume=answers if len(answers) > 1 else next(iter(answers.values())))
     await st.close()
 
 

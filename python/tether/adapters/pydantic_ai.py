@@ -117,7 +117,11 @@ class _Stream:
                 return
             cid = rcid
             del self.open[cid]
-            if isinstance(r, ToolReturnPart):
+            if isinstance(r, ToolReturnPart) and getattr(r, "outcome", "success") in ("failed", "retried"):
+                # Went wrong (ModelRetry, arguments that failed validation, ToolFailed): the
+                # content is the feedback the model gets, an error rather than an output.
+                await s.tool_finished(cid, error={"message": r.content if isinstance(r.content, str) else json.dumps(_jsonable(r.content))})
+            elif isinstance(r, ToolReturnPart):
                 await s.tool_finished(cid, output=_jsonable(r.content))
             elif isinstance(r, RetryPromptPart):
                 await s.tool_finished(cid, error={"message": r.model_response() if hasattr(r, "model_response") else str(r.content)})
@@ -169,14 +173,16 @@ async def run_agent(session: Session, agent: Agent[Any, Any], prompt: Optional[s
     streaming everything into the session, and returns the run's output.
 
     Without ``message_history`` in ``kwargs``, the thread's conversation
-    before the prompt is passed as the history.
+    but the prompt is passed as the history: also the prompts of earlier
+    runs that got no answer.
     """
     if prompt is None:
         prompt = session.prompt
         if "message_history" not in kwargs:
             msgs = list(session.messages)
-            while msgs and msgs[-1].role == "user":
-                msgs.pop()
+            last = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+            if last is not None:
+                del msgs[last]  # the prompt, which goes as the prompt
             kwargs["message_history"] = history(msgs) or None
     st = _Stream(session)
     output: Any = None
