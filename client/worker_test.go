@@ -829,3 +829,30 @@ func TestWorkerClaimWaitsOutRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerFinishAfterCancel: an agent that, once a client cancelled the
+// run, ends it itself with its dead context (Finish cancelled) gets its
+// run ended cancelled by the worker, not by the server once the lease or
+// the cancel grace runs out.
+func TestWorkerFinishAfterCancel(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Hour, LeaseTTL: time.Hour})
+	started := make(chan struct{})
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		close(started)
+		<-ctx.Done()
+		return s.Finish(ctx, tether.RunCancelled, nil)
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"a": ag}})
+	run := v.newRun("a", "go")
+	<-started
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := v.waitEnded(run.ID)
+	if got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if n := count(v.events(run.ID), tether.EventRunFinished); n != 1 {
+		t.Errorf("%d run.finished", n)
+	}
+}
