@@ -856,3 +856,60 @@ func TestWorkerFinishAfterCancel(t *testing.T) {
 		t.Errorf("%d run.finished", n)
 	}
 }
+
+// holder is a RoundTripper that holds the requests hold picks, before
+// they are sent, until they are cancelled.
+type holder struct {
+	base http.RoundTripper
+	hold func(*http.Request) bool
+}
+
+func (h *holder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.hold(req) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return h.base.RoundTrip(req)
+}
+
+// TestWorkerInDoubtFinishThenCancel: the agent's run.finished done is in
+// flight (not yet at the server) when a client cancels the run, which
+// ends the agent's context and so the append. The worker sends it again,
+// the server refuses it (conflict: a cancelled run may only end
+// cancelled), and the worker ends the run cancelled at once instead of
+// leaving it to the cancel grace.
+func TestWorkerInDoubtFinishThenCancel(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Hour, LeaseTTL: time.Hour})
+	var appends atomic.Int32
+	held := make(chan struct{})
+	h := &holder{base: v.faults, hold: func(r *http.Request) bool {
+		// The second append (run.finished), its first try.
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") && appends.Add(1) == 2 {
+			close(held)
+			return true
+		}
+		return false
+	}}
+	c := New(v.url, &Options{HTTPClient: &http.Client{Transport: h}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		if _, err := s.StartMessage(ctx, tether.RoleAssistant); err != nil {
+			return err
+		}
+		return s.Finish(ctx, tether.RunDone, nil)
+	})
+	v.startOn(c, WorkerOptions{Agents: map[string]agents.Agent{"a": ag}})
+	run := v.newRun("a", "go")
+	<-held
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if n := count(v.events(run.ID), tether.EventRunFinished); n != 1 {
+		t.Errorf("%d run.finished", n)
+	}
+}
