@@ -26,7 +26,9 @@ func (f Func) Run(ctx context.Context, s *Session) error { return f(ctx, s) }
 // Transport carries a session's events to the server.
 type Transport interface {
 	// Append appends events to the run atomically. It reports whether a
-	// cancel was requested.
+	// cancel was requested. An error that wraps ErrNotSent says that the
+	// events certainly are not in the log: they were never sent (ctx had
+	// ended).
 	Append(ctx context.Context, events []*tether.Event) (cancelRequested bool, err error)
 	// WaitInput waits for the answer to an open request (run.input).
 	WaitInput(ctx context.Context, requestID string) (json.RawMessage, error)

@@ -36,6 +36,11 @@ func NewSession(run tether.Run, messages []tether.Message, t Transport) *Session
 // ErrFinished is returned by a Session once the run has finished.
 var ErrFinished = errors.New("agents: the run is finished")
 
+// ErrNotSent is wrapped by a Transport's append error when the events
+// were never sent, so none of them is in the log: a run.finished among
+// them leaves the run open, for Conclude to end.
+var ErrNotSent = errors.New("agents: the events were not sent")
+
 // Emit appends events to the run, atomically.
 func (s *Session) Emit(ctx context.Context, evs ...*tether.Event) error {
 	if s.finished {
@@ -56,10 +61,10 @@ func (s *Session) Emit(ctx context.Context, evs ...*tether.Event) error {
 		s.cancel = true
 	}
 	if err != nil {
-		if refused(err) {
+		if refused(err) || errors.Is(err, ErrNotSent) {
 			// Certainly not in the log (an event too large or invalid, a
-			// status the run may not end with): the run is still open, and
-			// Conclude can still end it.
+			// status the run may not end with, a batch never sent): the
+			// run is still open, and Conclude can still end it.
 			s.finished = false
 		}
 		return fmt.Errorf("emit: %w", err)

@@ -164,7 +164,10 @@
 //   - A worker's Emit whose context ends while its append is in flight may
 //     still be appended: the worker sends that batch again, with its
 //     sequence number, before the next one, so its events land at most
-//     once and in order.
+//     once and in order. An Emit whose context had already ended sends
+//     nothing (its error wraps agents.ErrNotSent): a Finish made so
+//     leaves the run open, and the worker ends it when the agent returns
+//     (cancelled if a cancel was requested).
 //   - When Worker.Run's context ends, the running agents are cancelled but
 //     their runs are not finished: the server aborts them when their leases
 //     expire, or hands them to another worker if the agents are Resumable.

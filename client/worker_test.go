@@ -829,3 +829,330 @@ func TestWorkerClaimWaitsOutRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerFinishAfterCancel: an agent that, once a client cancelled the
+// run, ends it itself with its dead context (Finish cancelled) gets its
+// run ended cancelled by the worker, not by the server once the lease or
+// the cancel grace runs out.
+func TestWorkerFinishAfterCancel(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Hour, LeaseTTL: time.Hour})
+	started := make(chan struct{})
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		close(started)
+		<-ctx.Done()
+		return s.Finish(ctx, tether.RunCancelled, nil)
+	})
+	v.start(WorkerOptions{Agents: map[string]agents.Agent{"a": ag}})
+	run := v.newRun("a", "go")
+	<-started
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := v.waitEnded(run.ID)
+	if got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if n := count(v.events(run.ID), tether.EventRunFinished); n != 1 {
+		t.Errorf("%d run.finished", n)
+	}
+}
+
+// holder is a RoundTripper that holds the requests hold picks, before
+// they are sent, until they are cancelled.
+type holder struct {
+	base http.RoundTripper
+	hold func(*http.Request) bool
+}
+
+func (h *holder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.hold(req) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return h.base.RoundTrip(req)
+}
+
+// TestWorkerInDoubtFinishThenCancel: the agent's run.finished done is in
+// flight (not yet at the server) when a client cancels the run, which
+// ends the agent's context and so the append. The worker sends it again,
+// the server refuses it (conflict: a cancelled run may only end
+// cancelled), and the worker ends the run cancelled at once instead of
+// leaving it to the cancel grace.
+func TestWorkerInDoubtFinishThenCancel(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{CancelGrace: time.Hour, LeaseTTL: time.Hour})
+	var appends atomic.Int32
+	held := make(chan struct{})
+	h := &holder{base: v.faults, hold: func(r *http.Request) bool {
+		// The second append (run.finished), its first try.
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") && appends.Add(1) == 2 {
+			close(held)
+			return true
+		}
+		return false
+	}}
+	c := New(v.url, &Options{HTTPClient: &http.Client{Transport: h}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		if _, err := s.StartMessage(ctx, tether.RoleAssistant); err != nil {
+			return err
+		}
+		return s.Finish(ctx, tether.RunDone, nil)
+	})
+	v.startOn(c, WorkerOptions{Agents: map[string]agents.Agent{"a": ag}})
+	run := v.newRun("a", "go")
+	<-held
+	if _, err := v.admin.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunCancelled {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if n := count(v.events(run.ID), tether.EventRunFinished); n != 1 {
+		t.Errorf("%d run.finished", n)
+	}
+}
+
+// TestWorkerHugeAppend: an Emit over the server's limits (an event over
+// 1 MiB, a body over 4 MiB) is refused too_large, not retried until the
+// lease is lost, and the run ends error.
+func TestWorkerHugeAppend(t *testing.T) {
+	for name, evs := range map[string]int{"event": 1, "body": 6} {
+		t.Run(name, func(t *testing.T) {
+			v := newWorkerEnv(t, engine.Options{})
+			emitted := make(chan error, 1)
+			ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+				msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+				if err != nil {
+					return err
+				}
+				size := 900 << 10
+				if evs == 1 {
+					size = 1200 << 10
+				}
+				var batch []*tether.Event
+				for range evs {
+					batch = append(batch, &tether.Event{Type: tether.EventTextDelta, MessageID: msg, Delta: strings.Repeat("x", size)})
+				}
+				err = s.Emit(ctx, batch...)
+				emitted <- err
+				return err
+			})
+			v.start(WorkerOptions{Agents: map[string]agents.Agent{"a": ag}})
+			run := v.newRun("a", "go")
+			if err := <-emitted; tether.CodeOf(err) != tether.CodeTooLarge {
+				t.Errorf("Emit: %v, want too_large", err)
+			}
+			if got := v.waitEnded(run.ID); got.Status != tether.RunError {
+				t.Errorf("run ended %s %+v", got.Status, got.Error)
+			}
+		})
+	}
+}
+
+// TestWorkerLeaseLostThenClaims: the heartbeats of a quiet agent hang, so
+// its lease expires and the server aborts the run: the agent's context
+// ends, a late Emit (with another context) appends nothing, and the
+// worker claims and runs the next run.
+func TestWorkerLeaseLostThenClaims(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 500 * time.Millisecond})
+	var block atomic.Bool
+	block.Store(true)
+	hb := &holder{base: v.faults, hold: func(r *http.Request) bool {
+		return block.Load() && strings.HasSuffix(r.URL.Path, "/heartbeat")
+	}}
+	c := New(v.url, &Options{HTTPClient: &http.Client{Transport: hb}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ended := make(chan error, 1)
+	var n atomic.Int32
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		if n.Add(1) > 1 {
+			return nil
+		}
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		_ = s.Text(context.Background(), msg, "late")
+		return ctx.Err()
+	})
+	v.startOn(c, WorkerOptions{Agents: map[string]agents.Agent{"a": ag}, Concurrency: 1})
+	run := v.newRun("a", "go")
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent was not stopped")
+	}
+	if got := v.waitEnded(run.ID); got.Status != tether.RunAborted {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	block.Store(false)
+	run2 := v.newRun("a", "again")
+	if got := v.waitEnded(run2.ID); got.Status != tether.RunDone {
+		t.Fatalf("second run ended %s", got.Status)
+	}
+	if evs := v.events(run.ID); count(evs, tether.EventTextDelta) != 0 || count(evs, tether.EventRunFinished) != 1 {
+		t.Errorf("the late Emit was appended, or not one run.finished")
+	}
+}
+
+// TestWorkerTwoWorkers: two workers claim the same agent's burst of runs
+// at once: each run is started once and runs once, at most 2 per worker.
+func TestWorkerTwoWorkers(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{})
+	var running, most, total atomic.Int32
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		total.Add(1)
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+		return s.Text(ctx, msg, "hi")
+	})
+	ctxs := []context.CancelFunc{}
+	dones := []chan error{}
+	for i := range 2 {
+		w, err := v.c.NewWorker(WorkerOptions{ID: "w" + string(rune('0'+i)), Agents: map[string]agents.Agent{"a": ag}, Concurrency: 2, ClaimWait: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		ctxs = append(ctxs, cancel)
+		dones = append(dones, done)
+	}
+	var runs []tether.Run
+	for range 20 {
+		runs = append(runs, v.newRun("a", "hi"))
+	}
+	for _, r := range runs {
+		got := v.waitEnded(r.ID)
+		if got.Status != tether.RunDone || got.Attempt != 1 {
+			t.Errorf("run %s ended %s attempt %d", r.ID, got.Status, got.Attempt)
+		}
+		evs := v.events(r.ID)
+		if count(evs, tether.EventRunStarted) != 1 || count(evs, tether.EventRunFinished) != 1 || count(evs, tether.EventTextDelta) != 1 {
+			t.Errorf("run %s: events off", r.ID)
+		}
+	}
+	if m := most.Load(); m > 4 {
+		t.Errorf("%d at once", m)
+	}
+	if total.Load() != 20 {
+		t.Errorf("%d agent calls", total.Load())
+	}
+	for i := range ctxs {
+		ctxs[i]()
+		if err := <-dones[i]; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestWorkerResumableShutdown: a Resumable worker stopped mid-run leaves
+// the run to the server, which hands it to the next worker once the lease
+// expires (attempt 2), as the documentation promises.
+func TestWorkerResumableShutdown(t *testing.T) {
+	v := newWorkerEnv(t, engine.Options{LeaseTTL: 500 * time.Millisecond})
+	started := make(chan struct{}, 1)
+	ag := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		msg, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		if s.Run.Attempt == 1 {
+			started <- struct{}{}
+			for {
+				if err := sleep(ctx, 5*time.Millisecond); err != nil {
+					return err
+				}
+				if err := s.Text(ctx, msg, "x"); err != nil {
+					return err
+				}
+			}
+		}
+		return s.Text(ctx, msg, "resumed")
+	})
+	w, err := v.c.NewWorker(WorkerOptions{ID: "wa", Agents: map[string]agents.Agent{"a": ag}, Resumable: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	run := v.newRun("a", "go")
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	v.start(WorkerOptions{ID: "wb", Agents: map[string]agents.Agent{"a": ag}, Resumable: true})
+	got := v.waitEnded(run.ID)
+	if got.Status != tether.RunDone || got.Attempt != 2 {
+		t.Fatalf("run ended %s attempt %d", got.Status, got.Attempt)
+	}
+	evs := v.events(run.ID)
+	if count(evs, tether.EventRunStarted) != 2 || count(evs, tether.EventRunFinished) != 1 {
+		t.Errorf("events off")
+	}
+}
+
+// flakyHeartbeats loses the answer of every third heartbeat after the
+// server applied it and answers the next 503 with Retry-After.
+type flakyHeartbeats struct {
+	base http.RoundTripper
+	n    atomic.Int32
+}
+
+func (d *flakyHeartbeats) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/heartbeat") {
+		return resp, err
+	}
+	switch d.n.Add(1) % 3 {
+	case 1: // applied, answer lost
+		resp.Body.Close()
+		return nil, errInjected
+	case 2: // 503 with Retry-After
+		resp.Body.Close()
+		return &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"error":{"code":"unavailable","message":"x"}}`)), Request: req}, nil
+	}
+	return resp, nil
+}
+
+// TestWorkerFlakyHeartbeats: a quiet agent keeps its 3 s lease for 10 s
+// through heartbeats whose answers are lost or 503: each is retried. On
+// the clock of a synctest bubble.
+func TestWorkerFlakyHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newWorkerEnvNet(t, engine.Options{LeaseTTL: 3 * time.Second}, api.Options{}, "", newPipeListener())
+		d := &flakyHeartbeats{base: v.faults}
+		c := New(v.url, &Options{HTTPClient: &http.Client{Transport: d}, MinBackoff: 5 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+		idle := agents.Func(func(ctx context.Context, s *agents.Session) error {
+			if err := sleep(ctx, 10*time.Second); err != nil {
+				return err
+			}
+			_, err := s.StartMessage(ctx, tether.RoleAssistant)
+			return err
+		})
+		v.startOn(c, WorkerOptions{Agents: map[string]agents.Agent{"idle": idle}})
+		run := v.newRun("idle", "hi")
+		if got := v.waitEnded(run.ID); got.Status != tether.RunDone {
+			t.Fatalf("run ended %s %+v", got.Status, got.Error)
+		}
+	})
+}

@@ -51,16 +51,25 @@ var _ agents.Transport = (*runTransport)(nil)
 func (t *runTransport) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
 	body, err := json.Marshal(evs)
 	if err != nil {
-		return false, fmt.Errorf("append: encode the events: %w", err)
+		return false, fmt.Errorf("append: encode the events: %w (%w)", err, agents.ErrNotSent)
 	}
 	t.amu.Lock()
 	defer t.amu.Unlock()
 	if t.pending != nil {
-		if _, err := t.appendBatch(ctx, t.pending); err != nil && t.pending != nil {
-			return false, err
+		if _, _, err := t.appendBatch(ctx, t.pending); err != nil && t.pending != nil {
+			// Still in doubt, so this batch, which may not land before
+			// it, is not sent.
+			return false, fmt.Errorf("%w (%w)", err, agents.ErrNotSent)
 		}
 	}
-	return t.appendBatch(ctx, body)
+	cancel, maybeSent, err := t.appendBatch(ctx, body)
+	if err != nil && !maybeSent {
+		// No try can have reached the server (ctx had ended before the
+		// first, or every connection was refused): a run.finished in it
+		// leaves the run open, for the worker to conclude.
+		return false, fmt.Errorf("%w (%w)", err, agents.ErrNotSent)
+	}
+	return cancel, err
 }
 
 // flush sends the pending batch, if there is one.
@@ -70,38 +79,39 @@ func (t *runTransport) flush(ctx context.Context) error {
 	if t.pending == nil {
 		return nil
 	}
-	_, err := t.appendBatch(ctx, t.pending)
+	_, _, err := t.appendBatch(ctx, t.pending)
 	return err
 }
 
 // appendBatch sends one batch under the current sequence number. t.amu
-// is held.
-func (t *runTransport) appendBatch(ctx context.Context, body []byte) (bool, error) {
+// is held. maybeSent reports whether a try may have reached the server.
+func (t *runTransport) appendBatch(ctx context.Context, body []byte) (cancel, maybeSent bool, err error) {
 	hdr := http.Header{
 		"Tether-Lease":   {t.token},
 		"Producer-Id":    {t.producer},
 		"Producer-Epoch": {strconv.FormatInt(t.epoch, 10)},
 		"Producer-Seq":   {strconv.FormatInt(t.seq, 10)},
 	}
-	a, maybeSent, err := t.leased(ctx, "/v1/runs/"+escape(t.run.ID)+"/events", body, hdr)
+	var a *answer
+	a, maybeSent, err = t.leased(ctx, "/v1/runs/"+escape(t.run.ID)+"/events", body, hdr)
 	switch {
 	case err == nil:
 		t.seq++
 		t.pending = nil
 		if a.status == http.StatusNoContent {
-			return false, nil // committed by an earlier try whose answer was lost
+			return false, true, nil // committed by an earlier try whose answer was lost
 		}
-		return t.noteResult(a), nil
+		return t.noteResult(a), true, nil
 	case a != nil:
 		// Refused for good: nothing was appended, the number is free.
 		t.pending = nil
 		t.refused(a, err)
-		return false, fmt.Errorf("append: %w", err)
+		return false, true, fmt.Errorf("append: %w", err)
 	}
 	if maybeSent {
 		t.pending = body
 	}
-	return false, fmt.Errorf("append: %w", err)
+	return false, maybeSent, fmt.Errorf("append: %w", err)
 }
 
 // noteResult reads an append or heartbeat answer; a cancel request ends

@@ -35,12 +35,16 @@ func main() {
 
 func run() error {
 	server := flag.String("server", envOr("TETHER_SERVER", "http://127.0.0.1:8080"), "URL of the Tether server ($TETHER_SERVER)")
-	token := flag.String("token", os.Getenv("TETHER_TOKEN"), "API token with the worker role ($TETHER_TOKEN)")
+	// Not the env's value as the default: -h would print the secret.
+	token := flag.String("token", "", "API token with the worker role (default $TETHER_TOKEN)")
 	agent := flag.String("agent", "echo", "agent name to claim runs for")
 	delay := flag.Duration("delay", 50*time.Millisecond, "pause before each streamed word")
 	id := flag.String("id", "", `worker ID (default "<hostname>-<pid>")`)
 	concurrency := flag.Int("concurrency", 4, "runs at once")
 	flag.Parse()
+	if *token == "" {
+		*token = os.Getenv("TETHER_TOKEN")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
