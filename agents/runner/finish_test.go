@@ -77,3 +77,37 @@ func TestFinishOfUnknownOutcomeNotDoubled(t *testing.T) {
 		t.Fatalf("%d run.finished in the log, want 1, last", n)
 	}
 }
+
+// counting is failing that also counts the commits of typ it refused.
+type counting struct {
+	failing
+	tried atomic.Int32
+}
+
+func (c *counting) Commit(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	for _, ev := range b.Events {
+		if ev.Type == c.typ && c.fails.Load() > 0 {
+			c.tried.Add(1)
+		}
+	}
+	return c.failing.Commit(ctx, b)
+}
+
+// A run.finished (done) whose outcome was unknown, then a client's cancel
+// before it was sent again: the resend is refused (a run asked to cancel
+// ends cancelled), and the runner ends the run cancelled at once. It took
+// the refusal for the end, and the run stayed running for the cancel
+// grace (here an hour).
+func TestFinishInDoubtThenCancel(t *testing.T) {
+	st := &counting{failing: failing{Store: testutil.OpenStore(t, ""), typ: tether.EventRunFinished}}
+	st.fails.Store(1 << 20)
+	ok := agents.Func(func(ctx context.Context, s *agents.Session) error { return nil })
+	e, _ := worldOn(t, st, map[string]agents.Agent{"ok": ok}, engine.Options{LeaseTTL: time.Hour, CancelGrace: time.Hour})
+	run := start(t, e, "ok", `{}`)
+	testutil.Eventually(t, 10*time.Second, "a run.finished tried", func() bool { return st.tried.Load() > 0 })
+	if _, err := e.CancelRun(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.fails.Store(0)
+	waitStatus(t, e, run.ID, tether.RunCancelled)
+}

@@ -14,6 +14,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,6 +245,15 @@ func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, ag
 		var err error
 		if s.Finished() {
 			err = tr.resend(tctx)
+			switch tether.CodeOf(err) {
+			case tether.CodeConflict, tether.CodeBadRequest, tether.CodeTooLarge:
+				// Refused, so it never landed and the run is still open:
+				// a cancel came before it was sent again (done and error
+				// are then refused: Conclude ends it cancelled), or its
+				// batch was bad (it ends error). As the Go worker does;
+				// else the run waits out the cancel grace or its lease.
+				err = agents.NewSession(s.Run, nil, tr).Conclude(tctx, cmp.Or(agentErr, err), cancelled)
+			}
 		} else {
 			err = s.Conclude(tctx, agentErr, cancelled)
 		}
