@@ -119,24 +119,19 @@ def test_pydantic_ai_agent_streams_reasoning_a_tool_call_and_text(server):
     assert types.count("run.finished") == 1 and "reasoning.delta" in types and "tool.delta" in types
 
 
-def test_pydantic_ai_gets_the_conversation_as_history(server):
-    seen: list[int] = []
-
-    async def count_history(messages: list[ModelMessage], info: AgentInfo):
-        seen.append(len(messages))
-        yield "ok"
-
-    agent = Agent(FunctionModel(stream_function=count_history))
+def run_prompts(server, name: str, agent, prompts) -> None:
+    """Serves the pydantic-ai agent as ``name`` with a Worker and runs each prompt in turn on one
+    thread, each to its end (a run is made once the worker has asked for the agent)."""
 
     async def main():
-        w = Worker(server.url, {"hist": tpa.serve(agent)}, id="py-hist", claim_wait=5)
+        w = Worker(server.url, {name: tpa.serve(agent)}, id=f"py-{name}", claim_wait=5)
         wt = asyncio.create_task(w.run())
         async with AsyncClient(server.url) as c:
             th = await c.create_thread()
-            for prompt in ("one", "two"):
+            for prompt in prompts:
                 while True:
                     try:
-                        run = await c.create_run(th.id, prompt, agent="hist")
+                        run = await c.create_run(th.id, prompt, agent=name)
                         break
                     except Exception:
                         await asyncio.sleep(0.05)
@@ -146,6 +141,18 @@ def test_pydantic_ai_gets_the_conversation_as_history(server):
         await wt
 
     asyncio.run(main())
+
+
+def test_pydantic_ai_gets_the_conversation_as_history(server):
+    seen: list[int] = []
+
+    async def count_history(messages: list[ModelMessage], info: AgentInfo):
+        seen.append(len(messages))
+        yield "ok"
+
+    agent = Agent(FunctionModel(stream_function=count_history))
+
+    run_prompts(server, "hist", agent, ("one", "two"))
     assert seen == [1, 3]  # the second run sees the first exchange, then its prompt
 
 
@@ -314,24 +321,7 @@ def test_pydantic_ai_history_keeps_the_prompt_of_a_run_that_failed(server):
 
     agent = Agent(FunctionModel(stream_function=fails_first))
 
-    async def main():
-        w = Worker(server.url, {"retry": tpa.serve(agent)}, id="py-retry", claim_wait=5)
-        wt = asyncio.create_task(w.run())
-        async with AsyncClient(server.url) as c:
-            th = await c.create_thread()
-            for prompt in ("one", "two"):
-                while True:
-                    try:
-                        run = await c.create_run(th.id, prompt, agent="retry")
-                        break
-                    except Exception:
-                        await asyncio.sleep(0.05)
-                async for _ in c.follow(run.id):
-                    pass
-        w.stop()
-        await wt
-
-    asyncio.run(main())
+    run_prompts(server, "retry", agent, ("one", "two"))
     assert seen == [["one"], ["one", "two"]]
 
 
