@@ -12,18 +12,25 @@ import (
 	"github.com/tetherhq/tether/store/natsstore/natstest"
 )
 
+// cutPair starts a NATS server and two nodes on it: a directly, b through
+// a proxy the test cuts and restores (a store request timeout of 2 s).
+func cutPair(t *testing.T) (a, b *node, proxy *cutProxy) {
+	t.Helper()
+	srv := natstest.StartServer(t)
+	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
+	o := nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second}
+	a = startNode(t, js, "a", o)
+	proxy = startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	o.URL = "nats://" + proxy.addr
+	return a, startNode(t, js, "b", o), proxy
+}
+
 // TestDeleteWhileNodeCutOff: node b is cut off from NATS while a thread it
 // holds (in memory, with an open stream) is deleted through node a. Once b
 // is back, it has heard of the deletion: its stream of the thread ends and
 // it answers 404, as when it was connected (TestDeleteSeenByOtherNodes).
 func TestDeleteWhileNodeCutOff(t *testing.T) {
-	srv := natstest.StartServer(t)
-	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
-	o := nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second}
-	a := startNode(t, js, "a", o)
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	o.URL = "nats://" + proxy.addr
-	b := startNode(t, js, "b", o)
+	a, b, proxy := cutPair(t)
 
 	a.createThread(t, "t1")
 	b.mustCall(t, "GET", "/v1/threads/t1", nil, http.StatusOK, nil) // b holds t1
@@ -71,13 +78,7 @@ func TestDeleteWhileNodeCutOff(t *testing.T) {
 // is back, it shows the new thread as a does, nothing of the old one: its
 // log and its snapshot (TestRecreatedThreadOnOtherNodes, with b connected).
 func TestRecreatedWhileNodeCutOff(t *testing.T) {
-	srv := natstest.StartServer(t)
-	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
-	o := nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second}
-	a := startNode(t, js, "a", o)
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	o.URL = "nats://" + proxy.addr
-	b := startNode(t, js, "b", o)
+	a, b, proxy := cutPair(t)
 	a.createThread(t, "t1")
 	a.demoRun(t, "t1", "first", `{"tokens":5,"delay_ms":0}`)
 	eventually(t, 10*time.Second, "node b to see the first run end", func() bool {
@@ -114,13 +115,7 @@ func TestRecreatedWhileNodeCutOff(t *testing.T) {
 // has the whole log, nothing twice. Once b is back, streams start on it
 // again.
 func TestStreamsEndWhileNodeCutOff(t *testing.T) {
-	srv := natstest.StartServer(t)
-	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
-	o := nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second}
-	a := startNode(t, js, "a", o)
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	o.URL = "nats://" + proxy.addr
-	b := startNode(t, js, "b", o)
+	a, b, proxy := cutPair(t)
 	a.createThread(t, "t1")
 	const cursor = "-1" // the whole log
 
