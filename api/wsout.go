@@ -165,6 +165,13 @@ func (wc *wsConn) writeLoop() {
 		case <-wc.s.shutdown:
 			wc.closeWith(w, wsShutdown, websocket.StatusGoingAway, "server shutting down")
 			return
+		case <-wc.s.e.FeedLost():
+			// This node cannot follow the log (cut off from NATS): every
+			// subscription ends (error, with its offset) and the socket
+			// closes with 1013 (try again later), so that the client opens
+			// the next one on a node that follows it (/readyz is 503 here).
+			wc.closeWith(w, wsError, websocket.StatusTryAgainLater, "not_following_log")
+			return
 		case <-wc.expired:
 			// The token's exp: every subscription ends token_expired, then
 			// the socket closes with 4001; the client reconnects with a

@@ -230,6 +230,12 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 	if errors.Is(err, hub.ErrClosed) {
 		return wsThreadDeleted
 	}
+	if !wc.s.e.Following() {
+		// Cut off from the log (logged once by the engine): the socket
+		// closes too (writeLoop), and a look in the store would wait for
+		// the same outage.
+		return wsError
+	}
 	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
 		return wsThreadDeleted
 	}

@@ -142,8 +142,10 @@ type Engine struct {
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
 	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
-	// noFeed is set while the store cannot follow its log (feed.go).
+	// noFeed is set while the store cannot follow its log, and feedLost
+	// is closed then (feed.go).
 	noFeed   atomic.Bool
+	feedLost atomic.Pointer[chan struct{}]
 	started  atomic.Bool
 	closing  chan struct{}
 	closed   atomic.Bool
@@ -176,6 +178,8 @@ func New(st store.Store, opts Options) *Engine {
 		closing:   make(chan struct{}),
 	}
 	e.hub = hub.New(st.ReadPage, opts.Hub)
+	lost := make(chan struct{})
+	e.feedLost.Store(&lost)
 	st.SetNotify(e.onCommit)
 	if f, ok := st.(store.Feed); ok {
 		f.SetFeedNotify(e.feedChanged)

@@ -14,14 +14,24 @@ package engine
 // clients of a node cut off from it elsewhere.
 func (e *Engine) Following() bool { return !e.noFeed.Load() }
 
-// feedChanged is the store's report of its feed of the log.
+// FeedLost returns a channel closed while this node cannot follow the
+// store's log (a new one once it follows it again): a WebSocket, which
+// holds many subscriptions, is closed then, so that its client opens the
+// next one on a node that follows the log.
+func (e *Engine) FeedLost() <-chan struct{} { return *e.feedLost.Load() }
+
+// feedChanged is the store's report of its feed of the log (only on a
+// change: store.Feed).
 func (e *Engine) feedChanged(following bool) {
 	e.noFeed.Store(!following)
 	if following {
+		lost := make(chan struct{})
+		e.feedLost.Store(&lost)
 		e.hub.Resume()
 		e.log.Info("following the store's log again: streams start again")
 		return
 	}
 	e.log.Warn("cannot follow the store's log: this node's streams end with reconnect (unavailable) until it can")
 	e.hub.Interrupt(errNoFeed)
+	close(*e.feedLost.Load())
 }
