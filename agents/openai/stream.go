@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // maxLine bounds one line of the provider's event stream, and the data of
@@ -271,11 +273,13 @@ func (a *answer) add(c *chunk, out []*tether.Event) ([]*tether.Event, error) {
 	}
 	// The model and the usage go into the message's metadata at the end,
 	// in the append that finishes the run: larger than any provider's,
-	// they are left out rather than take the answer over the event limit.
+	// they are left out rather than take the answer over the event limit;
+	// so is a usage the log would refuse (not UTF-8, nested too deep: the
+	// usage is kept as it came, unlike the decoded strings).
 	if c.Model != "" && len(c.Model) <= maxModelLen {
 		a.model = c.Model
 	}
-	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage {
+	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage && utf8.Valid(c.Usage) && nest.Within(c.Usage, nest.Max) {
 		a.usage = c.Usage
 	}
 	for i := range c.Choices {

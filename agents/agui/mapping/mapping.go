@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/clip"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // upstream is the part of an AG-UI event the mapping reads. Everything is
@@ -36,6 +38,15 @@ func (m *Mapper) Event(data []byte) ([]*tether.Event, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, malformed("an event that is not a JSON object")
+	}
+	// Values are kept as they came (state, custom values, events kept
+	// whole), and the log takes only UTF-8 nested at most nest.Max deep:
+	// an event it would refuse is the upstream's fault, said as such.
+	if !utf8.Valid(data) {
+		return nil, malformed("an event that is not UTF-8")
+	}
+	if !nest.Within(data, nest.Max) {
+		return nil, malformed("an event nested more than %d levels deep", nest.Max)
 	}
 	var head struct {
 		Type string `json:"type"`
