@@ -188,6 +188,20 @@ def forecast(city: str) -> str:
     return '{"sky": "sunny"}'
 
 
+def graph_of(model: ScriptedChatModel):
+    """An agent node on model and a ToolNode of forecast, in a loop until the model calls no tool."""
+    async def agent(state: MessagesState):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([forecast]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
 def weather_graph():
     model = ScriptedChatModel(
         turns=[
@@ -200,17 +214,7 @@ def weather_graph():
             [AIMessageChunk(content=w + " ") for w in ANSWER.split(" ")[:-1]] + [AIMessageChunk(content=ANSWER.split(" ")[-1])],
         ]
     )
-
-    async def agent(state: MessagesState):
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    g = StateGraph(MessagesState)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([forecast]))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    return g.compile()
+    return graph_of(model)
 
 
 def test_langgraph_messages_stream(server):
@@ -245,18 +249,7 @@ def same_id_graph():
             AIMessageChunk(content="", tool_call_chunks=[{"name": None, "args": f'"{city}"}}', "id": None, "index": 0}]),
         ]
 
-    model = ScriptedChatModel(turns=[turn("Paris"), turn("Oslo"), [AIMessageChunk(content="Sunny, then rainy.")]])
-
-    async def agent(state: MessagesState):
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    g = StateGraph(MessagesState)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([forecast]))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    return g.compile()
+    return graph_of(ScriptedChatModel(turns=[turn("Paris"), turn("Oslo"), [AIMessageChunk(content="Sunny, then rainy.")]]))
 
 
 @pytest.mark.parametrize("framework", ["pydantic-ai", "langgraph"])
@@ -273,19 +266,6 @@ def test_model_call_ids_that_are_not_tether_ids_or_repeat(server, framework):
         assert [(p.status, p.input) for p in calls] == [("done", {"city": "Paris"}), ("done", {"city": "Oslo"})]
         assert all(p.output is not None for p in calls) and len({p.call_id for p in calls}) == 2
         assert c.final_answer(thread_id).content == "Sunny, then rainy."
-
-
-def graph_of(model: ScriptedChatModel):
-    async def agent(state: MessagesState):
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    g = StateGraph(MessagesState)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([forecast]))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    return g.compile()
 
 
 def test_langgraph_tool_arguments_streamed_before_the_name(server):
