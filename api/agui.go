@@ -142,44 +142,11 @@ func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // aguiCancel answers POST …/threads/{tid}/runs/{rid}/cancel: a stop
-// button's request (TetherAgent.cancelRun). An AG-UI client's abort is
-// only a disconnect, which a durable run outlives; this asks the run to
-// end. {rid} is a run of the thread, or current: its active run (204 when
-// it has none). 202 with the run, as POST /v1/runs/{rid}/cancel.
+// button's request (TetherAgent.cancelRun), {rid} a run of the thread or
+// current. A stop pressed before the first run made the thread has none to
+// end (204).
 func (s *Server) aguiCancel(w http.ResponseWriter, r *http.Request) {
-	if err := decodeJSON(r, s.opts.MaxBodyBytes, &struct{}{}, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tid, rid := r.PathValue("tid"), r.PathValue("rid")
-	snap, err := s.e.Thread(r.Context(), tid)
-	if err == nil && !principalOf(r).sees(snap.Thread.Owner, snap.Thread.ID) {
-		err = errThreadNotFound(tid) // created since guard looked, not the user's
-	}
-	if rid == "current" && tether.CodeOf(err) == tether.CodeNotFound {
-		// A stop pressed before the first run made the thread: none to end.
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if err == nil && rid == "current" {
-		if rid = snap.Thread.ActiveRunID; rid == "" {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-	}
-	if err == nil {
-		rid, err = s.currentRun(r.Context(), tid, rid, snap)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	run, err := s.e.CancelRun(r.Context(), rid)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, run)
+	s.stopRun(w, r, r.PathValue("tid"), r.PathValue("rid"), true)
 }
 
 // aguiJoin serves a join: without a cursor the join prelude, then what

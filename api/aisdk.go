@@ -291,28 +291,7 @@ func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after te
 // aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's
 // active run (202 with the run), or answers 204 when none is active.
 func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	if err := decodeJSON(r, s.opts.MaxBodyBytes, &struct{}{}, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	th, err := s.e.Thread(r.Context(), r.PathValue("chat"))
-	if err == nil && !principalOf(r).sees(th.Thread.Owner, th.Thread.ID) {
-		err = errThreadNotFound(th.Thread.ID) // created since guard looked, not the user's
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if th.Thread.ActiveRunID == "" {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	run, err := s.e.CancelRun(r.Context(), th.Thread.ActiveRunID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, run)
+	s.stopRun(w, r, r.PathValue("chat"), "current", false)
 }
 
 // aisdkMessages answers GET …/chat/{chat}/messages: the chat as
