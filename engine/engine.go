@@ -142,9 +142,8 @@ type Engine struct {
 	shared   map[string]time.Time // agent name → when this node last told the store's directory
 	declared map[string]time.Time // agent name → when this node last read its declaration (agents.go)
 
-	// noFeed is set while the store cannot follow its log, and feedLost
-	// is closed then (feed.go).
-	noFeed   atomic.Bool
+	// feedLost is closed while the store cannot follow its log, and
+	// replaced by an open one when it follows it again (feed.go).
 	feedLost atomic.Pointer[chan struct{}]
 	started  atomic.Bool
 	closing  chan struct{}

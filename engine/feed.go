@@ -12,7 +12,14 @@ package engine
 // Following reports whether this node follows the store's log (always, on
 // a store of one node): /readyz says so, so that a load balancer sends the
 // clients of a node cut off from it elsewhere.
-func (e *Engine) Following() bool { return !e.noFeed.Load() }
+func (e *Engine) Following() bool {
+	select {
+	case <-e.FeedLost():
+		return false
+	default:
+		return true
+	}
+}
 
 // FeedLost returns a channel closed while this node cannot follow the
 // store's log (a new one once it follows it again): a WebSocket, which
@@ -23,7 +30,6 @@ func (e *Engine) FeedLost() <-chan struct{} { return *e.feedLost.Load() }
 // feedChanged is the store's report of its feed of the log (only on a
 // change: store.Feed).
 func (e *Engine) feedChanged(following bool) {
-	e.noFeed.Store(!following)
 	if following {
 		lost := make(chan struct{})
 		e.feedLost.Store(&lost)
@@ -32,6 +38,6 @@ func (e *Engine) feedChanged(following bool) {
 		return
 	}
 	e.log.Warn("cannot follow the store's log: this node's streams end with reconnect (unavailable) until it can")
-	e.hub.Interrupt(errNoFeed)
 	close(*e.feedLost.Load())
+	e.hub.Interrupt(errNoFeed)
 }

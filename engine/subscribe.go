@@ -57,11 +57,11 @@ type Subscription struct {
 // thread, run or message.
 func (e *Engine) Subscribe(ctx context.Context, req SubscribeRequest) (*Subscription, error) {
 	for attempt := 0; ; attempt++ {
-		if e.noFeed.Load() {
+		if !e.Following() {
 			return nil, errNoFeed
 		}
 		s, err := e.subscribe(ctx, req)
-		if err == nil && e.noFeed.Load() {
+		if err == nil && !e.Following() {
 			// The feed broke while it subscribed, maybe after the hub's
 			// subscribers were ended.
 			s.Close()
