@@ -61,7 +61,7 @@ func (s *Session) Emit(ctx context.Context, evs ...*tether.Event) error {
 		s.cancel = true
 	}
 	if err != nil {
-		if refused(err) || errors.Is(err, ErrNotSent) {
+		if Refused(err) || errors.Is(err, ErrNotSent) {
 			// Certainly not in the log (an event too large or invalid, a
 			// status the run may not end with, a batch never sent): the
 			// run is still open, and Conclude can still end it.
@@ -72,9 +72,10 @@ func (s *Session) Emit(ctx context.Context, evs ...*tether.Event) error {
 	return nil
 }
 
-// refused reports whether an append's error means the server refused its
-// events, so that none of them is in the log.
-func refused(err error) bool {
+// Refused reports whether an append's error means the server refused its
+// events (bad_request, too_large, conflict), so that none of them is in
+// the log: a run.finished among them left the run open.
+func Refused(err error) bool {
 	switch tether.CodeOf(err) {
 	case tether.CodeBadRequest, tether.CodeTooLarge, tether.CodeConflict:
 		return true

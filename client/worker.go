@@ -277,12 +277,11 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 		// The agent sent run.finished; if that append's outcome is not
 		// known (its context ended in flight), send it again.
 		ferr = t.flush(fctx)
-		switch tether.CodeOf(ferr) {
-		case tether.CodeConflict, tether.CodeBadRequest, tether.CodeTooLarge:
-			// Refused, so it never landed and the run is still open: a
-			// cancel came before it (done and error are then refused),
-			// or its batch was bad. End the run as Conclude does, or it
-			// waits out the cancel grace or its lease.
+		if agents.Refused(ferr) {
+			// It never landed and the run is still open: a cancel came
+			// before it (done and error are then refused), or its batch
+			// was bad. End the run as Conclude does, or it waits out the
+			// cancel grace or its lease.
 			ferr = agents.NewSession(run, nil, t).Conclude(fctx, cmp.Or(err, ferr), errors.Is(cause, errCancelRequested))
 		}
 	case cause != nil && !errors.Is(cause, errCancelRequested):

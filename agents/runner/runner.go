@@ -245,13 +245,12 @@ func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, ag
 		var err error
 		if s.Finished() {
 			err = tr.resend(tctx)
-			switch tether.CodeOf(err) {
-			case tether.CodeConflict, tether.CodeBadRequest, tether.CodeTooLarge:
-				// Refused, so it never landed and the run is still open:
-				// a cancel came before it was sent again (done and error
-				// are then refused: Conclude ends it cancelled), or its
-				// batch was bad (it ends error). As the Go worker does;
-				// else the run waits out the cancel grace or its lease.
+			if agents.Refused(err) {
+				// It never landed and the run is still open: a cancel
+				// came before it was sent again (done and error are then
+				// refused: Conclude ends it cancelled), or its batch was
+				// bad (it ends error). As the Go worker does; else the
+				// run waits out the cancel grace or its lease.
 				err = agents.NewSession(s.Run, nil, tr).Conclude(tctx, cmp.Or(agentErr, err), cancelled)
 			}
 		} else {
@@ -316,16 +315,14 @@ func (t *transport) Append(ctx context.Context, evs []*tether.Event) (bool, erro
 	res, err := t.e.Append(ctx, t.runID, t.token, evs)
 	if finishes {
 		t.mu.Lock()
-		switch tether.CodeOf(err) {
-		case tether.CodeBadRequest, tether.CodeTooLarge, tether.CodeConflict:
-			// Refused: not in the log, and the session knows the run is
-			// still open.
+		switch {
+		case agents.Refused(err):
+			// Not in the log, and the session knows the run is still
+			// open.
+		case err != nil:
+			t.unsure = sent
 		default:
-			if err != nil {
-				t.unsure = sent
-			} else {
-				t.unsure = nil
-			}
+			t.unsure = nil
 		}
 		t.mu.Unlock()
 	}
