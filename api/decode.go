@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/nest"
@@ -51,11 +50,8 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	// kept as they came (metadata, state, data, an answer) would carry
 	// other bytes into the log, and into every answer that holds them,
 	// which strict decoders (Python's json.loads on bytes) then refuse.
-	if !utf8.Valid(b) {
-		return nil, tether.Errorf(tether.CodeBadRequest, "request body is not valid UTF-8")
-	}
-	if !nest.Within(b, nest.Max) {
-		return nil, tether.Errorf(tether.CodeBadRequest, "request body is nested more than %d levels deep", nest.Max)
+	if err := nest.Check(b); err != nil {
+		return nil, tether.Errorf(tether.CodeBadRequest, "request body %v", err)
 	}
 	return b, nil
 }

@@ -2,7 +2,6 @@ package runs
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/nest"
@@ -17,11 +16,8 @@ import (
 // a Tx checks it: a log stored before still folds.
 func checkKept(e *tether.Event) error {
 	check := func(raw json.RawMessage, field string) error {
-		if !utf8.Valid(raw) {
-			return badRequest("field %q of %s is not valid UTF-8", field, e.Type)
-		}
-		if !nest.Within(raw, nest.Max) {
-			return badRequest("field %q of %s is nested more than %d levels deep", field, e.Type, nest.Max)
+		if err := nest.Check(raw); err != nil {
+			return badRequest("field %q of %s %v", field, e.Type, err)
 		}
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/nest"
@@ -279,7 +278,7 @@ func (a *answer) add(c *chunk, out []*tether.Event) ([]*tether.Event, error) {
 	if c.Model != "" && len(c.Model) <= maxModelLen {
 		a.model = c.Model
 	}
-	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage && utf8.Valid(c.Usage) && nest.Within(c.Usage, nest.Max) {
+	if len(c.Usage) > 0 && c.Usage[0] == '{' && len(c.Usage) <= maxUsage && nest.Check(c.Usage) == nil {
 		a.usage = c.Usage
 	}
 	for i := range c.Choices {

@@ -1,9 +1,15 @@
-// Package nest measures how deep JSON text nests, for the limit every
-// value Tether keeps as it came (metadata, state, data, an answer) is held
-// to: it reaches every reader of the thread, and not every JSON decoder
-// reads what Go's does (10,000 levels). Python's json refuses about 1,000,
-// less its caller's stack.
+// Package nest holds the rule every value Tether keeps as it came
+// (metadata, state, data, an answer) is held to, since it reaches every
+// reader of the thread: UTF-8, and nested no deeper than every JSON decoder
+// reads (Go's takes 10,000 levels; Python's json refuses about 1,000, less
+// its caller's stack).
 package nest
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
 
 // Max is how deep a value kept as it came may nest: request bodies
 // (counting the body's own level), events from any source, Durable
@@ -41,3 +47,22 @@ func Depth(b []byte, stop int) int {
 
 // Within reports whether b nests at most max levels deep.
 func Within(b []byte, max int) bool { return Depth(b, max) <= max }
+
+// ErrNotUTF8 and ErrTooDeep are why Check refuses a value; their text
+// follows what the value is ("request body …", "field \"data\" of custom …").
+var (
+	ErrNotUTF8 = errors.New("is not valid UTF-8")
+	ErrTooDeep = fmt.Errorf("is nested more than %d levels deep", Max)
+)
+
+// Check applies the rule for a value kept as it came: UTF-8 (JSON is,
+// RFC 8259; Go's decoder does not check it) and nested at most Max deep.
+func Check(b []byte) error {
+	if !utf8.Valid(b) {
+		return ErrNotUTF8
+	}
+	if !Within(b, Max) {
+		return ErrTooDeep
+	}
+	return nil
+}

@@ -27,3 +27,15 @@ func TestDepth(t *testing.T) {
 		t.Fatal("Within is wrong at the limit")
 	}
 }
+
+func TestCheck(t *testing.T) {
+	deep := strings.Repeat("[", Max+1) + strings.Repeat("]", Max+1)
+	for _, c := range []struct {
+		in   string
+		want error
+	}{{`{"a":[1]}`, nil}, {"{\"a\":\"\xff\"}", ErrNotUTF8}, {deep, ErrTooDeep}, {deep[1 : len(deep)-1], nil}} {
+		if got := Check([]byte(c.in)); got != c.want {
+			t.Errorf("Check(%.20q…) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/clip"
@@ -42,11 +41,8 @@ func (m *Mapper) Event(data []byte) ([]*tether.Event, error) {
 	// Values are kept as they came (state, custom values, events kept
 	// whole), and the log takes only UTF-8 nested at most nest.Max deep:
 	// an event it would refuse is the upstream's fault, said as such.
-	if !utf8.Valid(data) {
-		return nil, malformed("an event that is not UTF-8")
-	}
-	if !nest.Within(data, nest.Max) {
-		return nil, malformed("an event nested more than %d levels deep", nest.Max)
+	if err := nest.Check(data); err != nil {
+		return nil, malformed("an event that %v", err)
 	}
 	var head struct {
 		Type string `json:"type"`
