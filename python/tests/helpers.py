@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 import httpx
+from tether import AsyncClient, Worker
 
 
 def log_events(url: str, thread_id: str) -> list[dict[str, Any]]:
@@ -235,3 +236,35 @@ class SplittingProxy:
             s.close()
         for t in self.threads:
             t.join(5)
+
+
+def run_answering(
+    url: str, agents: dict[str, Any], prompt: str, answer: Optional[Callable[[Any], Any]] = None
+) -> tuple[str, str, list[Any]]:
+    """Serves ``agents`` with a Worker, runs the prompt on a new thread with the first of them (once
+    the worker has asked for it), to its end, answering each request of the run with ``answer(the
+    run.waiting event)``; returns the thread's id, the run's id and the events its follower read."""
+
+    async def main() -> tuple[str, str, list[Any]]:
+        w = Worker(url, agents, id="py-answering", claim_wait=5)
+        wt = asyncio.create_task(w.run())
+        try:
+            async with AsyncClient(url) as c:
+                th = await c.create_thread()
+                while True:
+                    try:
+                        run = await c.create_run(th.id, prompt, agent=next(iter(agents)))
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                evs: list[Any] = []
+                async for ev in c.follow(run.id):
+                    evs.append(ev)
+                    if ev.type == "run.waiting" and answer is not None:
+                        await c.submit_input(run.id, answer(ev), request_id=ev.request.id)
+                return th.id, run.id, evs
+        finally:
+            w.stop()
+            await asyncio.wait_for(wt, 30)
+
+    return asyncio.run(main())

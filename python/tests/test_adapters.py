@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers import log_events
+from helpers import log_events, run_answering
 from tether import AsyncClient, Client, Event, Worker
 
 pytest.importorskip("pydantic_ai")
@@ -50,27 +50,8 @@ def weather(city: str) -> dict[str, Any]:
 
 
 def serve_and_run(url: str, agents: dict, prompt: str) -> tuple[str, str]:
-    async def main() -> tuple[str, str]:
-        w = Worker(url, agents, id="py-adapters", claim_wait=5)
-        wt = asyncio.create_task(w.run())
-        try:
-            async with AsyncClient(url) as c:
-                th = await c.create_thread()
-                name = next(iter(agents))
-                while True:
-                    try:
-                        run = await c.create_run(th.id, prompt, agent=name)
-                        break
-                    except Exception:
-                        await asyncio.sleep(0.05)
-                async for _ in c.follow(run.id):
-                    pass
-                return th.id, run.id
-        finally:
-            w.stop()
-            await asyncio.wait_for(wt, 30)
-
-    return asyncio.run(main())
+    thread_id, run_id, _ = run_answering(url, agents, prompt)
+    return thread_id, run_id
 
 
 def read_resuming(c: Client, run_id: str, drops: int) -> tuple[str, int]:
@@ -323,31 +304,10 @@ def test_langgraph_interrupt_asks_and_resumes_with_the_answer(server):
     g.add_edge("ask", END)
     graph = g.compile(checkpointer=InMemorySaver())
 
-    async def main() -> list[Event]:
-        w = Worker(server.url, {"asker": tlg.serve(graph)}, id="py-interrupt", claim_wait=5)
-        wt = asyncio.create_task(w.run())
-        try:
-            async with AsyncClient(server.url) as c:
-                th = await c.create_thread()
-                while True:
-                    try:
-                        run = await c.create_run(th.id, "Write it.", agent="asker")
-                        break
-                    except Exception:
-                        await asyncio.sleep(0.05)
-                evs = []
-                async for ev in c.follow(run.id):
-                    evs.append(ev)
-                    if ev.type == "run.waiting":
-                        await c.submit_input(run.id, "dry")
-                fa = await c.final_answer(th.id)
-                assert (fa.status, fa.content) == ("done", "In a dry tone.")
-                return evs
-        finally:
-            w.stop()
-            await asyncio.wait_for(wt, 30)
-
-    evs = asyncio.run(main())
+    thread_id, _, evs = run_answering(server.url, {"asker": tlg.serve(graph)}, "Write it.", lambda _: "dry")
+    with Client(server.url) as c:
+        fa = c.final_answer(thread_id)
+        assert (fa.status, fa.content) == ("done", "In a dry tone.")
     waiting = [e for e in evs if e.type == "run.waiting"]
     assert len(waiting) == 1 and waiting[0].request.payload == {"prompt": "Which tone?"}
     assert [e.type for e in evs].count("run.finished") == 1

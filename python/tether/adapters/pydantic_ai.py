@@ -13,6 +13,14 @@ or stream any run into a session from your own agent function with
 :func:`run_agent` (``agent.run_stream_events``) or :func:`stream_events`
 (any iterable of pydantic-ai's ``AgentStreamEvent``, e.g. from ``iter``'s
 nodes).
+
+Deferred tools ask through the run, which waits (``run.waiting``) and goes on
+with the answer, in the same agent run (:func:`run_agent`): a tool with
+``requires_approval=True`` asks for an ``approval`` (see :func:`approval` for
+the answers it takes), a tool that raises ``CallDeferred(kind="question")``
+asks for ``input`` with its question as the prompt, and one that raises
+``CallDeferred()`` (a call the app runs) asks with the tool's name as the
+kind and its arguments as the payload, the answer being its result.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, AsyncIterable, Optional, Sequence
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
@@ -117,10 +126,13 @@ class _Stream:
                 return
             cid = rcid
             del self.open[cid]
-            if isinstance(r, ToolReturnPart) and getattr(r, "outcome", "success") in ("failed", "retried"):
+            if isinstance(r, ToolReturnPart) and getattr(r, "outcome", "success") == "denied":
+                # Not run: a person said no; the content is the reason the model is told.
+                await s.tool_finished(cid, error={"code": "denied", "message": _text(r.content)})
+            elif isinstance(r, ToolReturnPart) and getattr(r, "outcome", "success") in ("failed", "retried"):
                 # Went wrong (ModelRetry, arguments that failed validation, ToolFailed): the
                 # content is the feedback the model gets, an error rather than an output.
-                await s.tool_finished(cid, error={"message": r.content if isinstance(r.content, str) else json.dumps(_jsonable(r.content))})
+                await s.tool_finished(cid, error={"message": _text(r.content)})
             elif isinstance(r, ToolReturnPart):
                 await s.tool_finished(cid, output=_jsonable(r.content))
             elif isinstance(r, RetryPromptPart):
@@ -133,6 +145,79 @@ class _Stream:
         for cid in list(self.open):
             del self.open[cid]
             await self.s.tool_finished(cid)
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(_jsonable(content))
+
+
+_YES = frozenset({"yes", "y", "approve", "approved", "allow", "ok", "true"})
+_NO = frozenset({"no", "n", "deny", "denied", "reject", "false"})
+
+
+def approval(answer: Any) -> ToolApproved | ToolDenied:
+    """What an answer to an ``approval`` request decides. Only an explicit yes approves: ``true``,
+    ``{"approved": true}`` (with ``"args"``, the arguments the tool runs with instead), or one of
+    the words yes, y, approve, approved, allow, ok, true as the whole answer (so that a person can
+    answer in any text box: the page, ``tether run``). Anything else denies, and the model is told
+    why: ``{"approved": false, "message": ...}``'s message, or a person's own words, else
+    pydantic-ai's "The tool call was denied."."""
+    if answer is True or isinstance(answer, str) and answer.strip().lower() in _YES:
+        return ToolApproved()
+    if isinstance(answer, dict):
+        if answer.get("approved") is True:
+            args = answer.get("args")
+            return ToolApproved(override_args=args if isinstance(args, dict) else None)
+        msg = answer.get("message")
+        return ToolDenied(msg) if isinstance(msg, str) and msg.strip() else ToolDenied()
+    if isinstance(answer, str) and answer.strip() and answer.strip().lower() not in _NO:
+        return ToolDenied(answer.strip())
+    return ToolDenied()
+
+
+class _Asker:
+    """Resolves a run's deferred tool calls by asking through the Tether run, one after the other
+    (a run has one open request at a time); the calls stay open in the log meanwhile."""
+
+    def __init__(self, stream: _Stream) -> None:
+        self.st = stream
+
+    async def __call__(self, _ctx: Any, requests: DeferredToolRequests) -> DeferredToolResults:
+        s = self.st.s
+        out = DeferredToolResults()
+        for call in requests.approvals:
+            args = _jsonable(call.args_as_dict())
+            prompt = f"Allow {call.tool_name}({json.dumps(args, separators=(',', ':'))})?"
+            out.approvals[call.tool_call_id] = approval(await s.ask(self.payload(call, prompt, requests), kind="approval"))
+        for call in requests.calls:
+            if requests.kind(call.tool_call_id) == "question":
+                out.calls[call.tool_call_id] = await s.ask(self.payload(call, _question(call), requests), kind="input")
+            else:
+                # A call the app runs: as a client-side tool call (the AI SDK's toolName is the kind).
+                out.calls[call.tool_call_id] = await s.ask(_jsonable(call.args_as_dict()), kind=call.tool_name)
+        return out
+
+    def payload(self, call: ToolCallPart, prompt: str, requests: DeferredToolRequests) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "prompt": prompt,
+            "tool": call.tool_name,
+            "args": _jsonable(call.args_as_dict()),
+            "call_id": self.st.ids.get(call.tool_call_id, call.tool_call_id),
+        }
+        meta = requests.metadata.get(call.tool_call_id)
+        if meta:
+            p["metadata"] = _jsonable(meta)
+        return p
+
+
+def _question(call: ToolCallPart) -> str:
+    """A question call's words: its one string argument, else the call as it was made."""
+    args = call.args_as_dict()
+    if len(args) == 1:
+        (v,) = args.values()
+        if isinstance(v, str) and v.strip():
+            return v
+    return f"{call.tool_name}({json.dumps(_jsonable(args), separators=(',', ':'))})"
 
 
 def _jsonable(v: Any) -> Any:
@@ -168,9 +253,15 @@ def history(messages: Sequence[Message]) -> list[ModelMessage]:
     return out
 
 
-async def run_agent(session: Session, agent: Agent[Any, Any], prompt: Optional[str] = None, **kwargs: Any) -> Any:
+async def run_agent(
+    session: Session, agent: Agent[Any, Any], prompt: Optional[str] = None, *, ask_deferred: bool = True, **kwargs: Any
+) -> Any:
     """Runs ``agent`` on the session's prompt (or ``prompt``) with ``agent.run_stream_events``,
     streaming everything into the session, and returns the run's output.
+
+    Deferred tool calls ask through the run (see the module's documentation) unless
+    ``ask_deferred`` is false; a ``HandleDeferredToolCalls`` of the agent's own, or in
+    ``capabilities``, is asked first.
 
     Without ``message_history`` in ``kwargs``, the thread's conversation
     but the prompt is passed as the history: also the prompts of earlier
@@ -185,6 +276,8 @@ async def run_agent(session: Session, agent: Agent[Any, Any], prompt: Optional[s
                 del msgs[last]  # the prompt, which goes as the prompt
             kwargs["message_history"] = history(msgs) or None
     st = _Stream(session)
+    if ask_deferred:
+        kwargs["capabilities"] = [*(kwargs.get("capabilities") or ()), HandleDeferredToolCalls(handler=_Asker(st))]
     output: Any = None
     async with agent.run_stream_events(prompt, **kwargs) as events:
         async for ev in events:
