@@ -3,17 +3,20 @@
 // producer, without any model.
 //
 // For each run it streams one assistant message: a reasoning part, a tool
-// call (with its input streamed in pieces and an output), optionally a
-// question to the user (run.waiting), then the answer text, one word per
-// text.delta. The same prompt and options always give the same events.
+// call (with its input streamed in pieces and an output, optionally once a
+// person approved it), optionally a question to the user (run.waiting),
+// then the answer text, one word per text.delta. The same prompt, options
+// and answers always give the same events.
 //
 // The shape and pace are set per run in the run's metadata:
 //
-//	{"demo": {"tokens": 80, "delay_ms": 30, "reasoning": true, "tool": true, "ask": false, "fail": false, "seed": 7}}
+//	{"demo": {"tokens": 80, "delay_ms": 30, "reasoning": true, "tool": true, "approve": false, "ask": false, "fail": false, "seed": 7}}
 //
 // tokens is the number of text.delta events (one word each: the answer is
 // exactly that many words of complete sentences, none repeated, ending
-// with a full stop); delay_ms the pause before each event; ask makes the
+// with a full stop); delay_ms the pause before each event; approve makes
+// the tool call wait for a person's approval (a request of kind
+// "approval": see Approved); ask makes the
 // run wait for input (it continues after POST /v1/runs/{id}/input); fail
 // ends the run with an error halfway through the text; seed picks the
 // sentences (by default the prompt does).
@@ -46,6 +49,7 @@ type Options struct {
 	DelayMs   int   `json:"delay_ms"`
 	Reasoning *bool `json:"reasoning"`
 	Tool      *bool `json:"tool"`
+	Approve   bool  `json:"approve"`
 	Ask       bool  `json:"ask"`
 	Fail      bool  `json:"fail"`
 	// Seed picks the sentences; by default it comes from the prompt.
@@ -141,6 +145,7 @@ func (Agent) Run(ctx context.Context, s *agents.Session) error {
 			return err
 		}
 	}
+	denied := false
 	if opts.tool() {
 		call := msg + "-call1"
 		if err := s.ToolStarted(ctx, msg, call, "search"); err != nil {
@@ -154,14 +159,28 @@ func (Agent) Run(ctx context.Context, s *agents.Session) error {
 				return err
 			}
 		}
+		allowed, reason := true, ""
+		if opts.Approve {
+			if allowed, reason, err = approve(ctx, s, call, sc.ToolInput); err != nil {
+				return err
+			}
+		}
 		if err := pause(); err != nil {
 			return err
 		}
-		if err := s.ToolFinished(ctx, msg, call, nil, sc.ToolOutput, nil); err != nil {
+		if !allowed {
+			denied = true
+			if err := s.ToolFinished(ctx, msg, call, nil, nil, map[string]string{"code": "denied", "message": reason}); err != nil {
+				return err
+			}
+		} else if err := s.ToolFinished(ctx, msg, call, nil, sc.ToolOutput, nil); err != nil {
 			return err
 		}
 	}
 	words := sc.Text
+	if denied {
+		words = append(strings.Fields("You did not allow the search, so this is from what I already know."), words...)
+	}
 	if opts.Ask {
 		v, err := s.Wait(ctx, "input", map[string]string{"prompt": "Which detail should the answer focus on?"})
 		if err != nil {

@@ -34,6 +34,7 @@ export class Composer {
   private readonly delay = h('input', { class: 'field', testid: 'opt-delay', attrs: { type: 'number', min: 0, max: 60000, placeholder: '30', inputmode: 'numeric' } });
   private readonly reasoning = checkbox('opt-reasoning');
   private readonly tool = checkbox('opt-tool');
+  private readonly approve = checkbox('opt-approve');
   private readonly ask = checkbox('opt-ask');
   private readonly fail = checkbox('opt-fail');
   private readonly summary = h('span', { class: 'options-summary', testid: 'options-summary' });
@@ -51,6 +52,7 @@ export class Composer {
     this.delay.value = initial.delayMs === undefined ? '' : String(initial.delayMs);
     this.reasoning.checked = initial.reasoning;
     this.tool.checked = initial.tool;
+    this.approve.checked = initial.approve;
     this.ask.checked = initial.ask;
     this.fail.checked = initial.fail;
     this.error.hidden = true;
@@ -71,13 +73,14 @@ export class Composer {
           { class: 'checks' },
           checkLabel(this.reasoning, 'Reasoning'),
           checkLabel(this.tool, 'Tool call'),
+          checkLabel(this.approve, 'Ask to approve the tool call'),
           checkLabel(this.ask, 'Ask for input'),
           checkLabel(this.fail, 'Fail halfway'),
         ),
         h('p', { class: 'options-hint' }, 'Words, delay and the checkboxes set the demo agent’s run (metadata.demo).'),
       ),
     ));
-    for (const el of [this.agent, this.tokens, this.delay, this.reasoning, this.tool, this.ask, this.fail]) {
+    for (const el of [this.agent, this.tokens, this.delay, this.reasoning, this.tool, this.approve, this.ask, this.fail]) {
       el.addEventListener('input', () => this.updateSummary());
     }
     this.updateSummary();
@@ -156,6 +159,7 @@ export class Composer {
       delayMs: int(this.delay),
       reasoning: this.reasoning.checked,
       tool: this.tool.checked,
+      approve: this.approve.checked,
       ask: this.ask.checked,
       fail: this.fail.checked,
     };
@@ -167,6 +171,7 @@ export class Composer {
     if (o.agent) bits.push(o.agent);
     if (o.tokens !== undefined) bits.push(`${o.tokens} words`);
     if (o.delayMs !== undefined) bits.push(`${o.delayMs} ms`);
+    if (o.approve) bits.push('asks approval');
     if (o.ask) bits.push('asks');
     if (o.fail) bits.push('fails');
     if (!o.reasoning) bits.push('no reasoning');

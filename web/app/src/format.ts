@@ -243,6 +243,8 @@ export interface RunOptions {
   reasoning: boolean;
   /** Demo: make a tool call. */
   tool: boolean;
+  /** Demo: make the tool call wait for the user's approval. */
+  approve: boolean;
   /** Demo: ask the user a question before answering. */
   ask: boolean;
   /** Demo: fail halfway through the text. */
@@ -250,7 +252,7 @@ export interface RunOptions {
 }
 
 /** Options as the demo agent has them by default. */
-export const DEFAULT_OPTIONS: RunOptions = { agent: '', tokens: undefined, delayMs: undefined, reasoning: true, tool: true, ask: false, fail: false };
+export const DEFAULT_OPTIONS: RunOptions = { agent: '', tokens: undefined, delayMs: undefined, reasoning: true, tool: true, approve: false, ask: false, fail: false };
 
 /** Reads {@link RunOptions} from a query string; what it lacks or cannot read keeps its default. */
 export function optionsFromQuery(search: string): RunOptions {
@@ -272,6 +274,7 @@ export function optionsFromQuery(search: string): RunOptions {
     delayMs: int('delay_ms') ?? int('delay'),
     reasoning: bool('reasoning', true),
     tool: bool('tool', true),
+    approve: bool('approve', false),
     ask: bool('ask', false),
     fail: bool('fail', false),
   };
@@ -284,6 +287,7 @@ export function runMetadata(o: RunOptions): JSONObject | undefined {
   if (o.delayMs !== undefined) demo.delay_ms = o.delayMs;
   if (!o.reasoning) demo.reasoning = false;
   if (!o.tool) demo.tool = false;
+  if (o.approve) demo.approve = true;
   if (o.ask) demo.ask = true;
   if (o.fail) demo.fail = true;
   return Object.keys(demo).length > 0 ? { demo } : undefined;

@@ -3,7 +3,7 @@
 // "recovered" note, Retry for a last run that failed or was aborted, and
 // the form that answers a run waiting for input.
 
-import type { Message, Run, TetherClient } from '@tether/client';
+import type { JSONValue, Message, Run, TetherClient } from '@tether/client';
 import { TetherError, isTerminalRunStatus } from '@tether/client';
 import { h, icon, reconcile, setData, setText } from './dom.js';
 import { errorText, requestPrompt, runStatusText } from './format.js';
@@ -96,36 +96,61 @@ export class RunView {
       this.form = undefined;
       this.slot.replaceChildren();
     } else if (this.form?.requestId !== rq.id) {
-      this.form = new InputForm(run.id, rq.id, requestPrompt(rq.payload), this.host);
+      this.form = new InputForm(run.id, rq.id, rq.kind, requestPrompt(rq.payload), this.host);
       this.slot.replaceChildren(this.form.el);
       this.form.focus();
     }
   }
 }
 
-/** The form shown while a run waits for a person (POST /v1/runs/{rid}/input). */
+/**
+ * The form shown while a run waits for a person (POST /v1/runs/{rid}/input):
+ * a text answer; or, for an approval (kind "approval"), Approve and Deny,
+ * with the reason for a denial typed in the box. Enter there denies: a
+ * person typing a reason means no.
+ */
 class InputForm {
   readonly el: HTMLFormElement;
-  private readonly input = h('input', {
-    class: 'field',
-    testid: 'input-value',
-    attrs: { type: 'text', placeholder: 'Type your answer…', autocomplete: 'off', 'aria-label': 'Your answer', required: true },
-  });
-  private readonly button = h('button', { class: 'btn primary', testid: 'input-submit', attrs: { type: 'submit' } }, 'Send answer');
+  private readonly input: HTMLInputElement;
+  private readonly buttons: HTMLButtonElement[];
   private readonly error = h('div', { class: 'form-error', testid: 'input-error', attrs: { role: 'alert' } });
 
   constructor(
     private readonly runId: string,
     readonly requestId: string,
+    kind: string,
     prompt: string,
     private readonly host: RunHost,
   ) {
+    const approval = kind === 'approval';
+    this.input = h('input', {
+      class: 'field',
+      testid: 'input-value',
+      attrs: approval
+        ? { type: 'text', placeholder: 'Why not? (optional)', autocomplete: 'off', 'aria-label': 'Reason to deny' }
+        : { type: 'text', placeholder: 'Type your answer…', autocomplete: 'off', 'aria-label': 'Your answer', required: true },
+    });
+    // The submit button: Deny for an approval, else Send answer.
+    const main = approval
+      ? h('button', { class: 'btn', testid: 'input-deny', attrs: { type: 'submit' } }, 'Deny')
+      : h('button', { class: 'btn primary', testid: 'input-submit', attrs: { type: 'submit' } }, 'Send answer');
+    this.buttons = [main];
+    if (approval) {
+      const approve = h('button', { class: 'btn primary', testid: 'input-approve', attrs: { type: 'button' } }, 'Approve');
+      approve.addEventListener('click', () => void this.send(true, approve));
+      this.buttons.unshift(approve);
+    }
     this.error.hidden = true;
+    const submit = (): void => {
+      const value = this.input.value.trim();
+      if (approval) void this.send(value ? { approved: false, message: value } : false, main);
+      else if (value) void this.send(value, main);
+    };
     this.el = h(
       'form',
-      { class: 'input-form', testid: 'input-form', on: { submit: (e) => (e.preventDefault(), void this.submit()) } },
+      { class: 'input-form', testid: 'input-form', attrs: { 'data-kind': kind }, on: { submit: (e) => (e.preventDefault(), submit()) } },
       h('div', { class: 'input-prompt', testid: 'input-prompt' }, icon('alert'), h('span', {}, prompt)),
-      h('div', { class: 'input-row' }, this.input, this.button),
+      h('div', { class: 'input-row' }, this.input, ...this.buttons),
       this.error,
     );
   }
@@ -135,25 +160,28 @@ class InputForm {
     if (matchMedia('(hover: hover)').matches) requestAnimationFrame(() => this.input.focus({ preventScroll: true }));
   }
 
-  private async submit(): Promise<void> {
-    const value = this.input.value.trim();
-    if (!value) return;
+  private async send(value: JSONValue, button: HTMLButtonElement): Promise<void> {
     // The form is disabled now and goes once the run goes on: the focus
     // moves to the message box first, or it would drop to the top of the
     // page for someone answering from the keyboard.
     const had = this.el.contains(document.activeElement);
     if (had) this.host.focusComposer();
-    this.button.disabled = this.input.disabled = true;
+    this.disable(true);
     this.error.hidden = true;
     try {
       await this.host.client.submitInput(this.runId, this.requestId, value);
-      setText(this.button, 'Sent');
+      setText(button, 'Sent');
     } catch (err) {
-      this.button.disabled = this.input.disabled = false;
+      this.disable(false);
       if (had) this.input.focus({ preventScroll: true }); // to correct the answer
       if (err instanceof TetherError && (err.status === 401 || err.status === 403)) this.host.onAuthError(err);
       this.error.hidden = false;
       setText(this.error, errorText(err));
     }
+  }
+
+  private disable(off: boolean): void {
+    this.input.disabled = off;
+    for (const b of this.buttons) b.disabled = off;
   }
 }

@@ -138,6 +138,41 @@ describe('chat page', () => {
     expect(errors).toEqual([]);
   });
 
+  it('4b: a tool call that needs approval shows Approve and Deny; a reason typed and Enter denies it', async () => {
+    const { server, page, errors } = await setup();
+    await page.goto(server.url + '/?approve=1&tokens=20&delay_ms=10');
+    const tid = await send(page, 'Tidy the archive');
+
+    const form = page.getByTestId('input-form');
+    await form.waitFor({ timeout: 20_000 });
+    expect(await form.getAttribute('data-kind')).toBe('approval');
+    expect(await form.getByTestId('input-prompt').textContent()).toBe('Allow search({"query":"Tidy the archive"})?');
+    expect(await form.getByTestId('input-submit').count()).toBe(0);
+    await shot(page, '4b-approval-form');
+
+    await form.getByTestId('input-value').fill('Not the archive.');
+    await form.getByTestId('input-value').press('Enter');
+    await waitForRunStatus(page, 'done');
+    expect(await page.getByTestId('input-form').count()).toBe(0);
+    const snap = await server.get<{ messages: { parts: { type: string; status?: string; error?: unknown }[] }[] }>(`/v1/threads/${tid}`);
+    const call = snap.messages.flatMap((m) => m.parts).find((p) => p.type === 'tool');
+    expect(call).toMatchObject({ status: 'error', error: { code: 'denied', message: 'Not the archive.' } });
+    const fa = await server.get<FinalAnswer>(`/v1/threads/${tid}/final-answer`);
+    expect(fa.content.startsWith('You did not allow the search')).toBe(true);
+    expect(await assistantText(page)).toBe(fa.content);
+
+    // The next run's call is approved with the button: it runs.
+    await send(page, 'Tidy the archive again');
+    await form.waitFor({ timeout: 20_000 });
+    await form.getByTestId('input-approve').click();
+    await waitForRunStatus(page, 'done');
+    const snap2 = await server.get<{ messages: { parts: { type: string; status?: string }[] }[] }>(`/v1/threads/${tid}`);
+    const calls = snap2.messages.flatMap((m) => m.parts).filter((p) => p.type === 'tool');
+    expect(calls.map((c) => c.status)).toEqual(['error', 'done']);
+    await shot(page, '4b-approval-done');
+    expect(errors).toEqual([]);
+  });
+
   it('5: the stop button cancels a run', async () => {
     const { server, page, errors } = await setup();
     await page.goto(`${server.url}/?tokens=600&delay_ms=25`);

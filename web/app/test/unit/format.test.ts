@@ -52,12 +52,13 @@ describe('spans', () => {
 
 describe('options', () => {
   it('reads the query', () => {
-    expect(optionsFromQuery('?tokens=200&delay_ms=40&ask=1&tool=0&agent=demo')).toEqual({
+    expect(optionsFromQuery('?tokens=200&delay_ms=40&ask=1&tool=0&agent=demo&approve=yes')).toEqual({
       ...DEFAULT_OPTIONS,
       agent: 'demo',
       tokens: 200,
       delayMs: 40,
       ask: true,
+      approve: true,
       tool: false,
     });
     expect(optionsFromQuery('')).toEqual(DEFAULT_OPTIONS);
@@ -67,6 +68,7 @@ describe('options', () => {
   it('sends only what differs from the demo defaults', () => {
     expect(runMetadata(DEFAULT_OPTIONS)).toBeUndefined();
     expect(runMetadata({ ...DEFAULT_OPTIONS, tokens: 0, ask: true, reasoning: false })).toEqual({ demo: { tokens: 0, reasoning: false, ask: true } });
+    expect(runMetadata({ ...DEFAULT_OPTIONS, approve: true })).toEqual({ demo: { approve: true } });
   });
 });
 
