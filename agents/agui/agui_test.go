@@ -369,6 +369,17 @@ func TestUpstreamFailures(t *testing.T) {
 		},
 		code: agui.CodeUpstreamDisconnected, msg: "The AG-UI agent's stream ended before the run finished.",
 	}, {
+		// A STATE_DELTA over the 1 MiB an event may hold: the log refuses
+		// it, and the run must not end as if the state had been kept.
+		name: "an event too large to store",
+		handle: func(n int, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			big := `[{"op":"add","path":"/notes","value":"` + strings.Repeat("v", 2<<20) + `"}]`
+			_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\ndata: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{}}\n\n" +
+				"data: {\"type\":\"STATE_DELTA\",\"delta\":" + big + "}\n\ndata: {\"type\":\"RUN_FINISHED\"}\n\n"))
+		},
+		code: agui.CodeUpstreamError, msg: "The AG-UI agent sent an event Tether could not store (too_large).",
+	}, {
 		name: "a dropped connection",
 		handle: func(n int, w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
