@@ -24,7 +24,7 @@ func FuzzRunAgentInput(f *testing.F) {
 		if !json.Valid(in.RunMetadata()) {
 			t.Fatalf("metadata %s", in.RunMetadata())
 		}
-		msgs, err := in.NewMessages(func(id string) bool { return len(id)%2 == 0 })
+		msgs, err := in.NewMessages(func(m InputMessage) bool { return len(m.ID)%2 == 0 })
 		if err != nil && tether.CodeOf(err) != tether.CodeBadRequest {
 			t.Fatal(err)
 		}

@@ -114,25 +114,35 @@ func (in *RunAgentInput) RunMetadata() json.RawMessage {
 }
 
 // Known reports whether the thread of snap already holds an AG-UI message
-// id: a Tether message's id, or an id the projection made from one (a
-// reasoning message "<message>:reasoning:<n>", a tool result
-// "<call>:result").
-func Known(snap *tether.Snapshot) func(id string) bool {
-	ids := map[string]bool{}
+// of a request: by its id, a Tether message's or one the projection made
+// from one (a reasoning message "<message>:reasoning:<n>", a tool result
+// "<call>:result"); and, for a tool message, by the call it answers, when
+// the thread holds that call's result (its output or error, or a tool
+// message). An AG-UI agent behind Tether that sends MESSAGES_SNAPSHOT
+// names a result by its own id, and a front end sends it back so: it is
+// the same result, not a new one.
+func Known(snap *tether.Snapshot) func(m InputMessage) bool {
+	ids, answered := map[string]bool{}, map[string]bool{}
 	for _, m := range snap.Messages {
 		ids[m.ID] = true
+		if call := toolCallIDOf(m.Metadata); m.Role == tether.RoleTool && call != "" {
+			answered[call] = true
+		}
 		for _, p := range m.Parts {
 			if p.Type == tether.PartTool {
 				ids[p.CallID] = true
+				if _, ok := resultContent(p.Output, p.Error); ok {
+					answered[p.CallID] = true
+				}
 			}
 		}
 	}
-	return func(id string) bool {
-		if ids[id] {
+	return func(m InputMessage) bool {
+		if ids[m.ID] || (m.Role == "tool" && answered[m.ToolCallID]) {
 			return true
 		}
-		i := strings.IndexByte(id, ':')
-		return i > 0 && ids[id[:i]]
+		i := strings.IndexByte(m.ID, ':')
+		return i > 0 && ids[m.ID[:i]]
 	}
 }
 
@@ -141,10 +151,10 @@ func Known(snap *tether.Snapshot) func(id string) bool {
 // their text, assistant messages with their text (and their toolCalls in
 // metadata.ag_ui.toolCalls), tool messages (a front-end tool's result) with
 // metadata.tool_call_id. Reasoning and activity messages are not input.
-func (in *RunAgentInput) NewMessages(known func(string) bool) ([]tether.InputMessage, error) {
+func (in *RunAgentInput) NewMessages(known func(InputMessage) bool) ([]tether.InputMessage, error) {
 	var out []tether.InputMessage
 	for i, m := range in.Messages {
-		if known(m.ID) {
+		if known(m) {
 			continue
 		}
 		var role tether.Role

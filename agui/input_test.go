@@ -88,7 +88,7 @@ func TestParseRunAgentInputErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := in.NewMessages(func(string) bool { return false }); tether.CodeOf(err) != tether.CodeBadRequest {
+		if _, err := in.NewMessages(func(InputMessage) bool { return false }); tether.CodeOf(err) != tether.CodeBadRequest {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
