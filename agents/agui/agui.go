@@ -94,6 +94,11 @@ func (a *Agent) Run(ctx context.Context, s *agents.Session) error {
 	taken := make(map[string]bool, len(s.Messages))
 	for _, m := range s.Messages {
 		taken[m.ID] = true
+		for _, p := range m.Parts {
+			if p.Type == tether.PartTool {
+				taken[p.CallID] = true
+			}
+		}
 	}
 	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Taken: func(id string) bool { return taken[id] }})
 	var resume []byte

@@ -496,3 +496,42 @@ func TestSilentUpstream(t *testing.T) {
 		t.Fatal("the upstream request is still open")
 	}
 }
+
+// An upstream whose model names its tool calls by their index (call_0,
+// as some OpenAI-compatible servers do) reuses the ids of an earlier
+// run's calls. Each run's call gets an id of its own in the thread, as
+// a reused message id does: AG-UI names a call by its id alone, and a
+// front end given the second call under the first's id appended its
+// arguments to the first call and lost the second run's message.
+func TestToolCallIDsReusedAcrossRuns(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"call_0\",\"toolCallName\":\"lookup\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"call_0\",\"delta\":\"{}\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"call_0\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"r\",\"toolCallId\":\"call_0\",\"content\":\"sunny\"}\n\n" +
+			"data: {\"type\":\"RUN_FINISHED\"}\n\n"))
+	})
+	w := newWorld(t, u.URL)
+	for i := 0; i < 2; i++ {
+		if snap := w.wait(t, w.start(t, "", "weather?")); snap.Runs[0].Status != tether.RunDone {
+			t.Fatalf("run %d: %s %+v", i, snap.Runs[0].Status, snap.Runs[0].Error)
+		}
+	}
+	calls := map[string]bool{}
+	for _, m := range w.thread(t).Messages {
+		for _, p := range m.Parts {
+			if p.Type != tether.PartTool {
+				continue
+			}
+			if calls[p.CallID] || string(p.Output) != `"sunny"` {
+				t.Fatalf("call %s (output %s) again in message %s", p.CallID, p.Output, m.ID)
+			}
+			calls[p.CallID] = true
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("calls %v", calls)
+	}
+}

@@ -12,10 +12,13 @@ type Options struct {
 	// RunID is the Tether run the events are for: ids the Mapper makes
 	// start with it. Required.
 	RunID string
-	// Taken reports whether a message id is already used in the thread
-	// (by an earlier run, or the run's input): an upstream message id
-	// that is taken, or not a valid Tether id, is replaced by one the
-	// Mapper makes. Defaults to none taken.
+	// Taken reports whether an id is already used in the thread, by a
+	// message or a tool call (of an earlier run, or the run's input): an
+	// upstream message or tool call id that is taken, or not a valid
+	// Tether id, is replaced by one the Mapper makes. AG-UI names a call
+	// by its id alone, so a call id reused in a later run (models that
+	// number their calls do) would be another call's. Defaults to none
+	// taken.
 	Taken func(id string) bool
 	// State is the thread's state when the run started (nil for null):
 	// the Mapper follows it through the upstream's STATE_SNAPSHOT and
