@@ -78,15 +78,23 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 }
 
 // toolArgs is a tool call's arguments as AG-UI has them: the streamed
-// input, else the input's JSON.
+// input, else the input (a JSON string as the string, any other value as
+// its JSON). A call whose streamed input was not JSON keeps it as a
+// string input once it ends: its arguments stay the text streamed.
 func toolArgs(p tether.Part) string {
 	if p.InputText != "" {
 		return p.InputText
 	}
-	if len(p.Input) > 0 && string(p.Input) != "null" {
-		return string(p.Input)
+	return inputArgs(p.Input)
+}
+
+// inputArgs is a tool call's input as AG-UI arguments: a JSON string as
+// the string, any other value as its JSON, none for null.
+func inputArgs(input json.RawMessage) string {
+	if len(input) == 0 || string(input) == "null" {
+		return ""
 	}
-	return ""
+	return jsonText(input)
 }
 
 func textOf(parts []tether.Part) string {
