@@ -100,7 +100,8 @@ func (a *Agent) Run(ctx context.Context, s *agents.Session) error {
 			}
 		}
 	}
-	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Taken: func(id string) bool { return taken[id] }})
+	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Sent: orDefault(optionsOf(s.Run).State, "{}"),
+		Taken: func(id string) bool { return taken[id] }})
 	var resume []byte
 	for n := 0; ; n++ {
 		runID := s.Run.ID

@@ -535,3 +535,32 @@ func TestToolCallIDsReusedAcrossRuns(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 }
+
+// An upstream's STATE_DELTA applies to the state it was sent: on a thread
+// whose state is still null, the front end's (metadata.ag_ui.state), else
+// {}. AG-UI agents patch the state of their RunAgentInput; such a delta
+// was applied to null instead, refused, and ended the run error.
+func TestStateDeltaOnTheStateSent(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\n" +
+			"data: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/count\",\"value\":1}]}\n\n" +
+			"data: {\"type\":\"RUN_FINISHED\"}\n\n"))
+	})
+	for _, c := range []struct{ meta, sent, want string }{
+		{"", `{}`, `{"count":1}`},
+		{`{"ag_ui":{"state":{"page":"home"}}}`, `{"page":"home"}`, `{"page":"home","count":1}`},
+	} {
+		w := newWorld(t, u.URL)
+		snap := w.wait(t, w.start(t, c.meta, "count"))
+		if r := snap.Runs[0]; r.Status != tether.RunDone {
+			t.Fatalf("metadata %s: run %s %+v", c.meta, r.Status, r.Error)
+		}
+		if got := string(w.thread(t).State); got != c.want {
+			t.Fatalf("metadata %s: state %s, want %s", c.meta, got, c.want)
+		}
+		if sent, _ := json.Marshal(u.requests()[len(u.requests())-1]["state"]); string(sent) != c.sent {
+			t.Fatalf("metadata %s: sent state %s, want %s", c.meta, sent, c.sent)
+		}
+	}
+}

@@ -24,6 +24,11 @@ type Options struct {
 	// the Mapper follows it through the upstream's STATE_SNAPSHOT and
 	// STATE_DELTA events (see State).
 	State json.RawMessage
+	// Sent is the state the upstream is given while State is null (the
+	// front end's, or {}): AG-UI agents patch the state of their input,
+	// so a STATE_DELTA before any STATE_SNAPSHOT applies to it, and it
+	// is set (state.snapshot) first. Ignored if State is set.
+	Sent json.RawMessage
 }
 
 // Mapper maps the AG-UI events of one Tether run. See the package doc.
@@ -45,6 +50,9 @@ type Mapper struct {
 	lastText, lastReasoning, lastCall string
 
 	state json.RawMessage
+	// base is Options.Sent until the upstream's first state event: what
+	// a STATE_DELTA then applies to.
+	base json.RawMessage
 }
 
 // New returns a Mapper for one Tether run.
@@ -58,6 +66,7 @@ func New(opts Options) *Mapper {
 		msgs:  make(map[string]*message),
 		calls: make(map[string]*call),
 		state: opts.State,
+		base:  opts.Sent,
 	}
 }
 
