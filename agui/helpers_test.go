@@ -277,3 +277,13 @@ func snapshotContents(snap *tether.Snapshot) map[string]string {
 	r.Msgs = msgs
 	return r.Contents()
 }
+
+// snapshotIDs is the order of the messages of the AG-UI form of a
+// snapshot.
+func snapshotIDs(snap *tether.Snapshot) []string {
+	var ids []string
+	for _, m := range Messages(snap.Messages) {
+		ids = append(ids, m["id"].(string))
+	}
+	return ids
+}

@@ -11,7 +11,9 @@ import (
 // order: what MESSAGES_SNAPSHOT carries. An assistant message becomes its
 // reasoning messages (one per reasoning part, id "<id>:reasoning:<part>"),
 // the assistant message (its text parts joined, its tool calls) and one
-// tool message per call that has a result (id "<call>:result"); a tool
+// tool message per call that has a result (id "<call>:result"), in the
+// order of their parts (the assistant message at its first text or tool
+// part), the order in which the stream adds them; a tool
 // message needs metadata.tool_call_id (else it is left out), and data parts
 // have no AG-UI form.
 func Messages(msgs []tether.Message) []Event {
@@ -37,10 +39,9 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 		return []Event{{"id": m.ID, "role": "tool", "content": textOf(m.Parts), "toolCallId": call}}, true
 	}
 	var (
-		asst    Event
-		text    strings.Builder
-		calls   []any
-		results []Event
+		asst  Event
+		text  strings.Builder
+		calls []any
 	)
 	for i, p := range m.Parts {
 		switch p.Type {
@@ -57,12 +58,14 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			}
 			calls = append(calls, map[string]any{"id": p.CallID, "type": "function",
 				"function": map[string]any{"name": p.Name, "arguments": toolArgs(p)}})
+			// The result where its call is, as the stream's TOOL_CALL_RESULT
+			// adds it: before the parts that follow.
 			if content, ok := resultContent(p.Output, p.Error); ok {
 				r := Event{"id": resultID(p.CallID), "role": "tool", "toolCallId": p.CallID, "content": content}
 				if len(p.Output) == 0 {
 					r["error"] = content
 				}
-				results = append(results, r)
+				out = append(out, r)
 			}
 		}
 	}
@@ -74,7 +77,7 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			asst["toolCalls"] = calls
 		}
 	}
-	return append(out, results...), true
+	return out, true
 }
 
 // toolArgs is a tool call's arguments as AG-UI has them: the streamed

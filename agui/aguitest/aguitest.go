@@ -209,3 +209,12 @@ func (r *Reducer) Contents() map[string]string {
 	}
 	return out
 }
+
+// IDs is the messages' ids in their order.
+func (r *Reducer) IDs() []string {
+	ids := make([]string, 0, len(r.Msgs))
+	for _, m := range r.Msgs {
+		ids = append(ids, m["id"].(string))
+	}
+	return ids
+}
