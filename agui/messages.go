@@ -12,8 +12,9 @@ import (
 // reasoning messages (one per reasoning part, id "<id>:reasoning:<part>"),
 // the assistant message (its text parts joined, its tool calls) and one
 // tool message per call that has a result (id "<call>:result"), in the
-// order of their parts (the assistant message at its first text or tool
-// part), the order in which the stream adds them; a tool
+// order a client that read the stream has them: the reasoning before the
+// first text or tool part, the assistant message, the results, then the
+// reasoning after; a tool
 // message needs metadata.tool_call_id (else it is left out), and data parts
 // have no AG-UI form.
 func Messages(msgs []tether.Message) []Event {
@@ -39,14 +40,21 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 		return []Event{{"id": m.ID, "role": "tool", "content": textOf(m.Parts), "toolCallId": call}}, true
 	}
 	var (
-		asst  Event
-		text  strings.Builder
-		calls []any
+		asst    Event
+		text    strings.Builder
+		calls   []any
+		results []Event
+		after   []Event // reasoning that follows the assistant message
 	)
 	for i, p := range m.Parts {
 		switch p.Type {
 		case tether.PartReasoning:
-			out = append(out, Event{"id": reasoningID(m.ID, i), "role": "reasoning", "content": p.Text})
+			r := Event{"id": reasoningID(m.ID, i), "role": "reasoning", "content": p.Text}
+			if asst == nil {
+				out = append(out, r)
+			} else {
+				after = append(after, r)
+			}
 		case tether.PartText, tether.PartTool:
 			if asst == nil {
 				asst = Event{"id": m.ID, "role": "assistant"}
@@ -58,14 +66,12 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			}
 			calls = append(calls, map[string]any{"id": p.CallID, "type": "function",
 				"function": map[string]any{"name": p.Name, "arguments": toolArgs(p)}})
-			// The result where its call is, as the stream's TOOL_CALL_RESULT
-			// adds it: before the parts that follow.
 			if content, ok := resultContent(p.Output, p.Error); ok {
 				r := Event{"id": resultID(p.CallID), "role": "tool", "toolCallId": p.CallID, "content": content}
 				if len(p.Output) == 0 {
 					r["error"] = content
 				}
-				out = append(out, r)
+				results = append(results, r)
 			}
 		}
 	}
@@ -77,7 +83,11 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			asst["toolCalls"] = calls
 		}
 	}
-	return out, true
+	// Where HttpAgent's reducer puts them: a TOOL_CALL_RESULT right after
+	// the assistant message that made the call (and the results already
+	// there), reasoning where it starts.
+	out = append(out, results...)
+	return append(out, after...), true
 }
 
 // toolArgs is a tool call's arguments as AG-UI has them: the streamed
