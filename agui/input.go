@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -88,16 +89,26 @@ func ParseRunAgentInput(body []byte) (*RunAgentInput, error) {
 	return &in, nil
 }
 
-// RunMetadata is the metadata of the run an AG-UI request creates:
-// ag_ui holds what the agent may use of the request (runId, tools,
-// context, forwardedProps, state; absent fields left out), and
+// RunMetadata is the metadata of the run an AG-UI request creates on a
+// thread whose state is threadState: ag_ui holds what the agent may use
+// of the request (runId, tools, context, forwardedProps, state; absent
+// fields left out, and state when it is the thread's), and
 // forwardedProps.demo, if any, is also demo (the demo agent's options).
-func (in *RunAgentInput) RunMetadata() json.RawMessage {
+//
+// A front end sends its whole state with every run, most often the state
+// the agent gave the thread: that is the thread's, which the agent has,
+// and keeping it again would count a large state against the 64 KiB of a
+// run's metadata at every turn.
+func (in *RunAgentInput) RunMetadata(threadState json.RawMessage) json.RawMessage {
 	agui := map[string]json.RawMessage{}
 	runID, _ := json.Marshal(in.RunID)
 	agui["runId"] = runID
+	state := in.State
+	if sameJSON(state, threadState) {
+		state = nil
+	}
 	for k, v := range map[string]json.RawMessage{"tools": in.Tools, "context": in.Context,
-		"forwardedProps": in.ForwardedProps, "state": in.State} {
+		"forwardedProps": in.ForwardedProps, "state": state} {
 		if len(v) > 0 && string(v) != "null" {
 			agui[k] = v
 		}
@@ -111,6 +122,20 @@ func (in *RunAgentInput) RunMetadata() json.RawMessage {
 	}
 	b, _ := json.Marshal(md)
 	return b
+}
+
+// sameJSON reports whether a and b are the same JSON value, whatever the
+// order of members and the spelling of numbers (compared as doubles, as a
+// browser that sends the state back has them); an absent value is none.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // Known reports whether the thread of snap already holds an AG-UI message

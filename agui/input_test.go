@@ -29,7 +29,7 @@ func TestParseRunAgentInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var md map[string]any
-	if err := json.Unmarshal(in.RunMetadata(), &md); err != nil {
+	if err := json.Unmarshal(in.RunMetadata(nil), &md); err != nil {
 		t.Fatal(err)
 	}
 	agui := md["ag_ui"].(map[string]any)

@@ -69,7 +69,7 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	meta := in.RunMetadata()
+	meta := in.RunMetadata(snap.State)
 	if len(meta) > engine.MaxMetadataBytes {
 		// The run's metadata is the request's own fields: name them, not
 		// "metadata", which an AG-UI client never sent.
