@@ -133,6 +133,40 @@ describe('AG-UI (real server)', () => {
   });
 });
 
+describe('AG-UI stop button (real server, a worker)', () => {
+  it('TetherAgent.cancelRun() right after sending stops the new run, not the one it followed before', async () => {
+    const tid = threadName('agui-stop-early');
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stoppable'], wait_ms: 0 })).status).toBe(204);
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/stoppable`, threadId: tid });
+    // A first run, answered by the worker: the agent follows it to its end.
+    agent.addMessage({ id: `u1-${tid}`, role: 'user', content: 'hello' });
+    const first = agent.runAgent();
+    const claim = (await (await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stoppable'], wait_ms: 10_000 })).json()) as { run: { id: string }; lease: { token: string } };
+    expect((await post(`/v1/runs/${claim.run.id}/events`, [{ type: 'run.finished', status: 'done' }], { 'Tether-Lease': claim.lease.token })).status).toBe(200);
+    await first;
+    expect(agent.tetherRunId).toBe(claim.run.id);
+    // The next one waits for a worker (a busy queue, a slow agent): no
+    // event of it has come when the person presses stop.
+    agent.addMessage({ id: `u2-${tid}`, role: 'user', content: 'a long one' });
+    let outcome = '';
+    const second = agent.runAgent({}, { onRunFinishedEvent: (p) => void (outcome = p.outcome) });
+    await until(async () => {
+      const t = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { runs: unknown[] };
+      return t.runs.length === 2;
+    }, 15_000, 'the second run');
+    expect(await agent.cancelRun()).toBe(true);
+    const runs = async () => ((await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { runs: { id: string; status: string }[] }).runs;
+    await until(async () => (await runs())[1]!.status !== 'pending', 10_000, 'the second run to end');
+    await second;
+    expect(outcome).toBe('cancelled');
+    const t = { runs: await runs() };
+    expect(t.runs.map((r) => r.status)).toEqual(['done', 'cancelled']);
+    expect(agent.tetherRunId).toBe(t.runs[1]!.id);
+  });
+});
+
 describe('AG-UI thread state (real server, a worker)', () => {
   it('STATE_SNAPSHOT and STATE_DELTA reach HttpAgent.state; a join brings the state in its prelude', async () => {
     const tid = threadName('agui-state');
