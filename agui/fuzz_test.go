@@ -21,10 +21,10 @@ func FuzzRunAgentInput(f *testing.F) {
 			}
 			return
 		}
-		if !json.Valid(in.RunMetadata()) {
-			t.Fatalf("metadata %s", in.RunMetadata())
+		if !json.Valid(in.RunMetadata(nil)) {
+			t.Fatalf("metadata %s", in.RunMetadata(nil))
 		}
-		msgs, err := in.NewMessages(func(id string) bool { return len(id)%2 == 0 })
+		msgs, err := in.NewMessages(func(m InputMessage) bool { return len(m.ID)%2 == 0 })
 		if err != nil && tether.CodeOf(err) != tether.CodeBadRequest {
 			t.Fatal(err)
 		}

@@ -164,7 +164,13 @@ runs:
 				case 1:
 					out = `"plain"`
 				}
-				l.tool(run, m, call, "search", []string{`{"q":`, `"x"}`}, out)
+				args := []string{`{"q":`, `"x"}`}
+				if r.IntN(4) == 0 {
+					// Cut short (a model out of tokens): the fold keeps
+					// the text as a JSON string input.
+					args = args[:1]
+				}
+				l.tool(run, m, call, "search", args, out)
 			case 6:
 				// A tool call left running (its message or run ends it).
 				call := fmt.Sprintf("%s-r%d", m, r.IntN(1e6))
@@ -270,4 +276,14 @@ func snapshotContents(snap *tether.Snapshot) map[string]string {
 	_ = json.Unmarshal(b, &msgs)
 	r.Msgs = msgs
 	return r.Contents()
+}
+
+// snapshotIDs is the order of the messages of the AG-UI form of a
+// snapshot.
+func snapshotIDs(snap *tether.Snapshot) []string {
+	var ids []string
+	for _, m := range Messages(snap.Messages) {
+		ids = append(ids, m["id"].(string))
+	}
+	return ids
 }

@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -88,16 +89,26 @@ func ParseRunAgentInput(body []byte) (*RunAgentInput, error) {
 	return &in, nil
 }
 
-// RunMetadata is the metadata of the run an AG-UI request creates:
-// ag_ui holds what the agent may use of the request (runId, tools,
-// context, forwardedProps, state; absent fields left out), and
+// RunMetadata is the metadata of the run an AG-UI request creates on a
+// thread whose state is threadState: ag_ui holds what the agent may use
+// of the request (runId, tools, context, forwardedProps, state; absent
+// fields left out, and state when it is the thread's), and
 // forwardedProps.demo, if any, is also demo (the demo agent's options).
-func (in *RunAgentInput) RunMetadata() json.RawMessage {
+//
+// A front end sends its whole state with every run, most often the state
+// the agent gave the thread: that is the thread's, which the agent has,
+// and keeping it again would count a large state against the 64 KiB of a
+// run's metadata at every turn.
+func (in *RunAgentInput) RunMetadata(threadState json.RawMessage) json.RawMessage {
 	agui := map[string]json.RawMessage{}
 	runID, _ := json.Marshal(in.RunID)
 	agui["runId"] = runID
+	state := in.State
+	if sameJSON(state, threadState) {
+		state = nil
+	}
 	for k, v := range map[string]json.RawMessage{"tools": in.Tools, "context": in.Context,
-		"forwardedProps": in.ForwardedProps, "state": in.State} {
+		"forwardedProps": in.ForwardedProps, "state": state} {
 		if len(v) > 0 && string(v) != "null" {
 			agui[k] = v
 		}
@@ -113,26 +124,50 @@ func (in *RunAgentInput) RunMetadata() json.RawMessage {
 	return b
 }
 
+// sameJSON reports whether a and b are the same JSON value, whatever the
+// order of members and the spelling of numbers (compared as doubles, as a
+// browser that sends the state back has them); an absent value is none.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
 // Known reports whether the thread of snap already holds an AG-UI message
-// id: a Tether message's id, or an id the projection made from one (a
-// reasoning message "<message>:reasoning:<n>", a tool result
-// "<call>:result").
-func Known(snap *tether.Snapshot) func(id string) bool {
-	ids := map[string]bool{}
+// of a request: by its id, a Tether message's or one the projection made
+// from one (a reasoning message "<message>:reasoning:<n>", a tool result
+// "<call>:result"); and, for a tool message, by the call it answers, when
+// the thread holds that call's result (its output or error, or a tool
+// message). An AG-UI agent behind Tether that sends MESSAGES_SNAPSHOT
+// names a result by its own id, and a front end sends it back so: it is
+// the same result, not a new one.
+func Known(snap *tether.Snapshot) func(m InputMessage) bool {
+	ids, answered := map[string]bool{}, map[string]bool{}
 	for _, m := range snap.Messages {
 		ids[m.ID] = true
+		if call := toolCallIDOf(m.Metadata); m.Role == tether.RoleTool && call != "" {
+			answered[call] = true
+		}
 		for _, p := range m.Parts {
 			if p.Type == tether.PartTool {
 				ids[p.CallID] = true
+				if _, ok := resultContent(p.Output, p.Error); ok {
+					answered[p.CallID] = true
+				}
 			}
 		}
 	}
-	return func(id string) bool {
-		if ids[id] {
+	return func(m InputMessage) bool {
+		if ids[m.ID] || (m.Role == "tool" && answered[m.ToolCallID]) {
 			return true
 		}
-		i := strings.IndexByte(id, ':')
-		return i > 0 && ids[id[:i]]
+		i := strings.IndexByte(m.ID, ':')
+		return i > 0 && ids[m.ID[:i]]
 	}
 }
 
@@ -141,10 +176,10 @@ func Known(snap *tether.Snapshot) func(id string) bool {
 // their text, assistant messages with their text (and their toolCalls in
 // metadata.ag_ui.toolCalls), tool messages (a front-end tool's result) with
 // metadata.tool_call_id. Reasoning and activity messages are not input.
-func (in *RunAgentInput) NewMessages(known func(string) bool) ([]tether.InputMessage, error) {
+func (in *RunAgentInput) NewMessages(known func(InputMessage) bool) ([]tether.InputMessage, error) {
 	var out []tether.InputMessage
 	for i, m := range in.Messages {
-		if known(m.ID) {
+		if known(m) {
 			continue
 		}
 		var role tether.Role

@@ -29,7 +29,7 @@ func TestParseRunAgentInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var md map[string]any
-	if err := json.Unmarshal(in.RunMetadata(), &md); err != nil {
+	if err := json.Unmarshal(in.RunMetadata(nil), &md); err != nil {
 		t.Fatal(err)
 	}
 	agui := md["ag_ui"].(map[string]any)
@@ -88,7 +88,7 @@ func TestParseRunAgentInputErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := in.NewMessages(func(string) bool { return false }); tether.CodeOf(err) != tether.CodeBadRequest {
+		if _, err := in.NewMessages(func(InputMessage) bool { return false }); tether.CodeOf(err) != tether.CodeBadRequest {
 			t.Errorf("%s: %v", body, err)
 		}
 	}

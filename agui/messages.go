@@ -11,7 +11,10 @@ import (
 // order: what MESSAGES_SNAPSHOT carries. An assistant message becomes its
 // reasoning messages (one per reasoning part, id "<id>:reasoning:<part>"),
 // the assistant message (its text parts joined, its tool calls) and one
-// tool message per call that has a result (id "<call>:result"); a tool
+// tool message per call that has a result (id "<call>:result"), in the
+// order a client that read the stream has them: the reasoning before the
+// first text or tool part, the assistant message, the results, then the
+// reasoning after; a tool
 // message needs metadata.tool_call_id (else it is left out), and data parts
 // have no AG-UI form.
 func Messages(msgs []tether.Message) []Event {
@@ -41,11 +44,17 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 		text    strings.Builder
 		calls   []any
 		results []Event
+		after   []Event // reasoning that follows the assistant message
 	)
 	for i, p := range m.Parts {
 		switch p.Type {
 		case tether.PartReasoning:
-			out = append(out, Event{"id": reasoningID(m.ID, i), "role": "reasoning", "content": p.Text})
+			r := Event{"id": reasoningID(m.ID, i), "role": "reasoning", "content": p.Text}
+			if asst == nil {
+				out = append(out, r)
+			} else {
+				after = append(after, r)
+			}
 		case tether.PartText, tether.PartTool:
 			if asst == nil {
 				asst = Event{"id": m.ID, "role": "assistant"}
@@ -74,19 +83,31 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			asst["toolCalls"] = calls
 		}
 	}
-	return append(out, results...), true
+	// Where HttpAgent's reducer puts them: a TOOL_CALL_RESULT right after
+	// the assistant message that made the call (and the results already
+	// there), reasoning where it starts.
+	out = append(out, results...)
+	return append(out, after...), true
 }
 
 // toolArgs is a tool call's arguments as AG-UI has them: the streamed
-// input, else the input's JSON.
+// input, else the input (a JSON string as the string, any other value as
+// its JSON). A call whose streamed input was not JSON keeps it as a
+// string input once it ends: its arguments stay the text streamed.
 func toolArgs(p tether.Part) string {
 	if p.InputText != "" {
 		return p.InputText
 	}
-	if len(p.Input) > 0 && string(p.Input) != "null" {
-		return string(p.Input)
+	return inputArgs(p.Input)
+}
+
+// inputArgs is a tool call's input as AG-UI arguments: a JSON string as
+// the string, any other value as its JSON, none for null.
+func inputArgs(input json.RawMessage) string {
+	if len(input) == 0 || string(input) == "null" {
+		return ""
 	}
-	return ""
+	return jsonText(input)
 }
 
 func textOf(parts []tether.Part) string {

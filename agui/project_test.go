@@ -293,6 +293,10 @@ func TestJoinAtEveryOffset(t *testing.T) {
 		if got := reduce(full).Contents(); !reflect.DeepEqual(got, final) {
 			t.Fatalf("seed %d: the stream's messages\n%v\nare not the snapshot's\n%v", seed, got, final)
 		}
+		// In the same order: a page that reloads shows what it showed.
+		if got, want := reduce(full).IDs(), snapshotIDs(l.snaps[len(l.snaps)-1]); !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: the stream's messages in the order\n%v\nthe snapshot's\n%v", seed, got, want)
+		}
 		for k := range l.events {
 			joined := l.project(Options{}, k, true)
 			evs := verify(t, joined)

@@ -52,8 +52,8 @@ func (p *Projector) toolDelta(e *tether.Event) {
 func (p *Projector) toolFinished(e *tether.Event) {
 	m := p.msg(e)
 	t := p.call(m, e.CallID)
-	if !t.hasArgs && len(e.Input) > 0 && string(e.Input) != "null" {
-		p.inSegment(m.run, ev(ToolCallArgs, "toolCallId", t.id, "delta", string(e.Input)))
+	if args := inputArgs(e.Input); !t.hasArgs && args != "" {
+		p.inSegment(m.run, ev(ToolCallArgs, "toolCallId", t.id, "delta", args))
 	}
 	p.inSegment(m.run, ev(ToolCallEnd, "toolCallId", t.id))
 	t.running = false

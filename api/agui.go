@@ -69,9 +69,18 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	meta := in.RunMetadata(snap.State)
+	if len(meta) > engine.MaxMetadataBytes {
+		// The run's metadata is the request's own fields: name them, not
+		// "metadata", which an AG-UI client never sent.
+		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest,
+			"the request's tools, context, forwardedProps and state are kept in the run's metadata: %d bytes of JSON, over the limit of %d",
+			len(meta), engine.MaxMetadataBytes))
+		return
+	}
 	rc, err := s.e.CreateRun(ctx, in.ThreadID, engine.RunRequest{
 		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: msgs},
-		Metadata: in.RunMetadata(), IdempotencyKey: in.RunID,
+		Metadata: meta, IdempotencyKey: in.RunID,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -318,6 +318,15 @@ func TestAGUIErrors(t *testing.T) {
 			t.Errorf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
 		}
 	}
+	// A front end's context (CopilotKit's readables, say) over what a
+	// run's metadata holds: the error says which fields, not "metadata",
+	// which the request did not send.
+	big := runInput("t1", "r3", "x", `{}`)
+	big["context"] = []any{map[string]any{"description": "page", "value": strings.Repeat("x", 70<<10)}}
+	r := v.do("POST", "/v1/ag-ui/demo", big)
+	if r.status != 400 || r.code() != "bad_request" || !strings.Contains(string(r.body), "tools, context, forwardedProps and state") {
+		t.Errorf("a context over 64 KiB: %d %s", r.status, r.body)
+	}
 	v.agui("POST", "/v1/ag-ui/demo", runInput("t2", "a", "x", `{"tokens":50,"delay_ms":20}`)).next()
 	if r := v.do("POST", "/v1/ag-ui/demo", runInput("t2", "b", "y", `{}`)); r.status != 409 || r.code() != "run_active" {
 		t.Errorf("a second run while one runs: %d %s", r.status, r.body)

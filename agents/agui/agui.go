@@ -94,8 +94,14 @@ func (a *Agent) Run(ctx context.Context, s *agents.Session) error {
 	taken := make(map[string]bool, len(s.Messages))
 	for _, m := range s.Messages {
 		taken[m.ID] = true
+		for _, p := range m.Parts {
+			if p.Type == tether.PartTool {
+				taken[p.CallID] = true
+			}
+		}
 	}
-	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Taken: func(id string) bool { return taken[id] }})
+	m := mapping.New(mapping.Options{RunID: s.Run.ID, State: s.State, Sent: orDefault(optionsOf(s.Run).State, "{}"),
+		Taken: func(id string) bool { return taken[id] }})
 	var resume []byte
 	for n := 0; ; n++ {
 		runID := s.Run.ID
@@ -190,13 +196,18 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 	for evs := range batches {
 		evs = drain(evs, batches)
 		if err := s.Emit(ctx, coalesce(evs)...); err != nil {
+			// Why the append failed is read before the request is closed
+			// below: that close ends ctx too, and an append the log
+			// refused (an event too large) would look cancelled, the run
+			// then ending done without the event.
+			cause := context.Cause(ctx)
 			cancel()
 			for range batches {
 			}
-			if errors.Is(context.Cause(ctx), idle.ErrTimeout) {
+			if errors.Is(cause, idle.ErrTimeout) {
 				return a.silent(err)
 			}
-			if ctx.Err() != nil {
+			if cause != nil {
 				return nil // cancelled: the caller ends the run
 			}
 			return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/agui"
@@ -21,7 +23,6 @@ import (
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -369,6 +370,17 @@ func TestUpstreamFailures(t *testing.T) {
 		},
 		code: agui.CodeUpstreamDisconnected, msg: "The AG-UI agent's stream ended before the run finished.",
 	}, {
+		// A STATE_DELTA over the 1 MiB an event may hold: the log refuses
+		// it, and the run must not end as if the state had been kept.
+		name: "an event too large to store",
+		handle: func(n int, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			big := `[{"op":"add","path":"/notes","value":"` + strings.Repeat("v", 2<<20) + `"}]`
+			_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\ndata: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{}}\n\n" +
+				"data: {\"type\":\"STATE_DELTA\",\"delta\":" + big + "}\n\ndata: {\"type\":\"RUN_FINISHED\"}\n\n"))
+		},
+		code: agui.CodeUpstreamError, msg: "The AG-UI agent sent an event Tether could not store (too_large).",
+	}, {
 		name: "a dropped connection",
 		handle: func(n int, w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -483,5 +495,73 @@ func TestSilentUpstream(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream request is still open")
+	}
+}
+
+// An upstream whose model names its tool calls by their index (call_0,
+// as some OpenAI-compatible servers do) reuses the ids of an earlier
+// run's calls. Each run's call gets an id of its own in the thread, as
+// a reused message id does: AG-UI names a call by its id alone, and a
+// front end given the second call under the first's id appended its
+// arguments to the first call and lost the second run's message.
+func TestToolCallIDsReusedAcrossRuns(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"call_0\",\"toolCallName\":\"lookup\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"call_0\",\"delta\":\"{}\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"call_0\"}\n\n" +
+			"data: {\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"r\",\"toolCallId\":\"call_0\",\"content\":\"sunny\"}\n\n" +
+			"data: {\"type\":\"RUN_FINISHED\"}\n\n"))
+	})
+	w := newWorld(t, u.URL)
+	for i := 0; i < 2; i++ {
+		if snap := w.wait(t, w.start(t, "", "weather?")); snap.Runs[0].Status != tether.RunDone {
+			t.Fatalf("run %d: %s %+v", i, snap.Runs[0].Status, snap.Runs[0].Error)
+		}
+	}
+	calls := map[string]bool{}
+	for _, m := range w.thread(t).Messages {
+		for _, p := range m.Parts {
+			if p.Type != tether.PartTool {
+				continue
+			}
+			if calls[p.CallID] || string(p.Output) != `"sunny"` {
+				t.Fatalf("call %s (output %s) again in message %s", p.CallID, p.Output, m.ID)
+			}
+			calls[p.CallID] = true
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("calls %v", calls)
+	}
+}
+
+// An upstream's STATE_DELTA applies to the state it was sent: on a thread
+// whose state is still null, the front end's (metadata.ag_ui.state), else
+// {}. AG-UI agents patch the state of their RunAgentInput; such a delta
+// was applied to null instead, refused, and ended the run error.
+func TestStateDeltaOnTheStateSent(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\n" +
+			"data: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/count\",\"value\":1}]}\n\n" +
+			"data: {\"type\":\"RUN_FINISHED\"}\n\n"))
+	})
+	for _, c := range []struct{ meta, sent, want string }{
+		{"", `{}`, `{"count":1}`},
+		{`{"ag_ui":{"state":{"page":"home"}}}`, `{"page":"home"}`, `{"page":"home","count":1}`},
+	} {
+		w := newWorld(t, u.URL)
+		snap := w.wait(t, w.start(t, c.meta, "count"))
+		if r := snap.Runs[0]; r.Status != tether.RunDone {
+			t.Fatalf("metadata %s: run %s %+v", c.meta, r.Status, r.Error)
+		}
+		if got := string(w.thread(t).State); got != c.want {
+			t.Fatalf("metadata %s: state %s, want %s", c.meta, got, c.want)
+		}
+		if sent, _ := json.Marshal(u.requests()[len(u.requests())-1]["state"]); string(sent) != c.sent {
+			t.Fatalf("metadata %s: sent state %s, want %s", c.meta, sent, c.sent)
+		}
 	}
 }

@@ -123,9 +123,14 @@ func textOf(msg tether.Message) string {
 }
 
 // arguments is a tool call's input as the JSON text AG-UI carries: its
-// input, else what was streamed of it.
+// input (a JSON string as the string: streamed arguments that were not
+// JSON are kept so once the call ends), else what was streamed of it.
 func arguments(p tether.Part) string {
 	if len(p.Input) > 0 && string(p.Input) != "null" {
+		var s string
+		if json.Unmarshal(p.Input, &s) == nil {
+			return s
+		}
 		return string(p.Input)
 	}
 	return p.InputText

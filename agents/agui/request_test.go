@@ -16,6 +16,9 @@ func TestMessagesOf(t *testing.T) {
 			{Type: tether.PartTool, CallID: "c1", Name: "f", Input: json.RawMessage(`{"x":1}`), Output: json.RawMessage(`{"ok":true}`), Status: "done"},
 			{Type: tether.PartTool, CallID: "c2", Name: "g", InputText: `{"y":`, Status: "error", Error: json.RawMessage(`"boom"`)},
 			{Type: tether.PartTool, CallID: "c3", Name: "h", Status: "done"},
+			// Streamed arguments that were not JSON are kept as a string
+			// input when the call ends: the upstream gets back its text.
+			{Type: tether.PartTool, CallID: "c4", Name: "k", Input: json.RawMessage(`"{\"q\":"`), Output: json.RawMessage(`"late"`), Status: "done"},
 			{Type: tether.PartText, Text: "done"},
 		}},
 		{ID: "r1", Role: tether.RoleAssistant, Parts: []tether.Part{{Type: tether.PartReasoning, Text: "only thinking"}}},
@@ -28,9 +31,11 @@ func TestMessagesOf(t *testing.T) {
 		`{"content":"done","id":"a1","role":"assistant","toolCalls":[` +
 		`{"function":{"arguments":"{\"x\":1}","name":"f"},"id":"c1","type":"function"},` +
 		`{"function":{"arguments":"{\"y\":","name":"g"},"id":"c2","type":"function"},` +
-		`{"function":{"arguments":"{}","name":"h"},"id":"c3","type":"function"}]},` +
+		`{"function":{"arguments":"{}","name":"h"},"id":"c3","type":"function"},` +
+		`{"function":{"arguments":"{\"q\":","name":"k"},"id":"c4","type":"function"}]},` +
 		`{"content":"{\"ok\":true}","id":"c1:result","role":"tool","toolCallId":"c1"},` +
 		`{"content":"boom","id":"c2:result","role":"tool","toolCallId":"c2"},` +
+		`{"content":"late","id":"c4:result","role":"tool","toolCallId":"c4"},` +
 		`{"content":"","id":"a2","role":"assistant","toolCalls":[{"id":"fc","type":"function","function":{"name":"confirm","arguments":"{}"}}]},` +
 		`{"content":"yes","id":"t1","role":"tool","toolCallId":"fc"}]`
 	if string(got) != want {

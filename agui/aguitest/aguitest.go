@@ -114,7 +114,7 @@ func (v *Verifier) Check(e Event) error {
 }
 
 // Reducer applies events to a list of AG-UI messages as HttpAgent's
-// default reducer does (the parts that hold content).
+// default reducer does (the parts that hold content, and their order).
 type Reducer struct{ Msgs []map[string]any }
 
 func (r *Reducer) find(id string) map[string]any {
@@ -128,14 +128,21 @@ func (r *Reducer) find(id string) map[string]any {
 
 func (r *Reducer) owner(call string) map[string]any {
 	for _, m := range r.Msgs {
-		calls, _ := m["toolCalls"].([]any)
-		for _, c := range calls {
-			if c.(map[string]any)["id"] == call {
-				return m
-			}
+		if hasCall(m, call) {
+			return m
 		}
 	}
 	return nil
+}
+
+func hasCall(m map[string]any, call string) bool {
+	calls, _ := m["toolCalls"].([]any)
+	for _, c := range calls {
+		if c.(map[string]any)["id"] == call {
+			return true
+		}
+	}
+	return false
 }
 
 // Apply folds e into the messages.
@@ -188,7 +195,17 @@ func (r *Reducer) Apply(e Event) {
 			}
 		}
 	case "TOOL_CALL_RESULT":
-		r.Msgs = append(r.Msgs, map[string]any{"id": s("messageId"), "role": "tool", "toolCallId": s("toolCallId"), "content": s("content")})
+		// After the assistant message that made the call and the tool
+		// messages that follow it, else at the end.
+		m := map[string]any{"id": s("messageId"), "role": "tool", "toolCallId": s("toolCallId"), "content": s("content")}
+		i := slices.IndexFunc(r.Msgs, func(x map[string]any) bool { return x["role"] == "assistant" && hasCall(x, s("toolCallId")) })
+		if i < 0 {
+			r.Msgs = append(r.Msgs, m)
+			return
+		}
+		for i++; i < len(r.Msgs) && r.Msgs[i]["role"] == "tool"; i++ {
+		}
+		r.Msgs = slices.Insert(r.Msgs, i, m)
 	}
 }
 
@@ -208,4 +225,13 @@ func (r *Reducer) Contents() map[string]string {
 		out[m["id"].(string)] = fmt.Sprintf("%s|%s|%s", m["role"], c, strings.Join(calls, ","))
 	}
 	return out
+}
+
+// IDs is the messages' ids in their order.
+func (r *Reducer) IDs() []string {
+	ids := make([]string, 0, len(r.Msgs))
+	for _, m := range r.Msgs {
+		ids = append(ids, m["id"].(string))
+	}
+	return ids
 }

@@ -71,7 +71,7 @@ func foldMapped(t *testing.T, data []byte) {
 	apply(&tether.Event{Type: tether.EventRunCreated, Run: &tether.Run{ID: "run1", ThreadID: "t1", Status: tether.RunPending}})
 	apply(&tether.Event{Type: tether.EventMessageCreated, Message: &tether.Message{ID: "u1", Role: tether.RoleUser}})
 	apply(&tether.Event{Type: tether.EventRunStarted, WorkerID: "w"})
-	m := New(Options{RunID: "run1", Taken: func(id string) bool { return id == "u1" }})
+	m := New(Options{RunID: "run1", Sent: json.RawMessage(`{}`), Taken: func(id string) bool { return id == "u1" }})
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		evs, err := m.Event(line)
 		if err != nil {

@@ -12,15 +12,23 @@ type Options struct {
 	// RunID is the Tether run the events are for: ids the Mapper makes
 	// start with it. Required.
 	RunID string
-	// Taken reports whether a message id is already used in the thread
-	// (by an earlier run, or the run's input): an upstream message id
-	// that is taken, or not a valid Tether id, is replaced by one the
-	// Mapper makes. Defaults to none taken.
+	// Taken reports whether an id is already used in the thread, by a
+	// message or a tool call (of an earlier run, or the run's input): an
+	// upstream message or tool call id that is taken, or not a valid
+	// Tether id, is replaced by one the Mapper makes. AG-UI names a call
+	// by its id alone, so a call id reused in a later run (models that
+	// number their calls do) would be another call's. Defaults to none
+	// taken.
 	Taken func(id string) bool
 	// State is the thread's state when the run started (nil for null):
 	// the Mapper follows it through the upstream's STATE_SNAPSHOT and
 	// STATE_DELTA events (see State).
 	State json.RawMessage
+	// Sent is the state the upstream is given while State is null (the
+	// front end's, or {}): AG-UI agents patch the state of their input,
+	// so a STATE_DELTA before any STATE_SNAPSHOT applies to it, and it
+	// is set (state.snapshot) first. Ignored if State is set.
+	Sent json.RawMessage
 }
 
 // Mapper maps the AG-UI events of one Tether run. See the package doc.
@@ -42,6 +50,9 @@ type Mapper struct {
 	lastText, lastReasoning, lastCall string
 
 	state json.RawMessage
+	// base is Options.Sent until the upstream's first state event: what
+	// a STATE_DELTA then applies to.
+	base json.RawMessage
 }
 
 // New returns a Mapper for one Tether run.
@@ -55,6 +66,7 @@ func New(opts Options) *Mapper {
 		msgs:  make(map[string]*message),
 		calls: make(map[string]*call),
 		state: opts.State,
+		base:  opts.Sent,
 	}
 }
 

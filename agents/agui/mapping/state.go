@@ -17,7 +17,7 @@ func (m *Mapper) stateSnapshot(data []byte, typ string) ([]*tether.Event, error)
 	if err := json.Unmarshal(data, &v); err != nil || v.Snapshot == nil {
 		return nil, malformed("%s without a snapshot", typ)
 	}
-	m.state = v.Snapshot
+	m.state, m.base = v.Snapshot, nil
 	if string(v.Snapshot) == "null" {
 		m.state = nil
 	}
@@ -27,7 +27,9 @@ func (m *Mapper) stateSnapshot(data []byte, typ string) ([]*tether.Event, error)
 // stateDelta maps STATE_DELTA: its delta is applied to the state the
 // Mapper follows, as state.delta applies it to the thread's, so that a
 // delta that is not a JSON Patch or does not apply is the upstream's fault
-// (malformed) here.
+// (malformed) here. The first one on a thread whose state is null applies
+// to the state the upstream was sent (Options.Sent), which becomes the
+// thread's first.
 func (m *Mapper) stateDelta(data []byte, typ string) ([]*tether.Event, error) {
 	var v struct {
 		Delta json.RawMessage `json:"delta"`
@@ -35,6 +37,12 @@ func (m *Mapper) stateDelta(data []byte, typ string) ([]*tether.Event, error) {
 	if err := json.Unmarshal(data, &v); err != nil || v.Delta == nil {
 		return nil, malformed("%s without a delta", typ)
 	}
+	var evs []*tether.Event
+	if m.state == nil && m.base != nil {
+		m.state = m.base
+		evs = append(evs, &tether.Event{Type: tether.EventStateSnapshot, State: m.base})
+	}
+	m.base = nil
 	next, err := runs.ApplyPatch(m.state, v.Delta)
 	if err != nil {
 		if tether.CodeOf(err) == tether.CodeBadRequest {
@@ -43,5 +51,5 @@ func (m *Mapper) stateDelta(data []byte, typ string) ([]*tether.Event, error) {
 		return nil, malformed("%s whose delta does not apply to the state", typ)
 	}
 	m.state = next
-	return []*tether.Event{{Type: tether.EventStateDelta, Patch: v.Delta}}, nil
+	return append(evs, &tether.Event{Type: tether.EventStateDelta, Patch: v.Delta}), nil
 }

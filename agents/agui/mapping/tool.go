@@ -45,7 +45,7 @@ func (m *Mapper) toolStart(id *string, name, parent, typ string) ([]*tether.Even
 		msg.ended = true // a message made for its tool calls has no text
 	}
 	c := &call{id: *id, upstream: *id, name: name, msg: msg}
-	if !tether.ValidID(c.id) || callTaken(msg, c.id) {
+	if !tether.ValidID(c.id) || callTaken(msg, c.id) || m.opts.Taken(c.id) {
 		c.id = m.newID("c")
 	}
 	m.calls[*id] = c

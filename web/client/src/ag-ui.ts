@@ -79,7 +79,11 @@ export class TetherAgent extends HttpAgent {
   private readonly maxAttempts: number;
   private readonly timers: Timers;
   private readonly tokens: TokenKeeper;
-  /** The Tether run of the last event received, if any. */
+  /**
+   * The Tether run followed: the one a run request created (its
+   * `Content-Location`), else that of the last event received, if any.
+   * A new `runAgent()` or `connectAgent()` forgets the run before.
+   */
   tetherRunId: string | undefined;
   /** The Tether offset of the last event received, if any. */
   lastOffset: string | undefined;
@@ -99,6 +103,9 @@ export class TetherAgent extends HttpAgent {
    * drop, joins the run again until it ends.
    */
   override run(input: RunAgentInput): Observable<BaseEvent> {
+    // A stop button pressed before this run's first event must not name
+    // the run followed before (cancelRun).
+    this.tetherRunId = undefined;
     const init = this.requestInit(enforceOutgoingInput(input));
     return this.follow(input, () => this.send(this.url, init), input.resume?.length ? 'rejoin' : 'repeat', input.runId);
   }
@@ -109,6 +116,7 @@ export class TetherAgent extends HttpAgent {
    * thread without runs, or that does not exist yet, gives nothing.
    */
   protected override connect(input: RunAgentInput): Observable<BaseEvent> {
+    this.tetherRunId = undefined;
     return this.follow(input, () => this.send(this.joinUrl(input.threadId, 'current'), this.getInit()), 'rejoin', undefined);
   }
 
@@ -221,6 +229,10 @@ export class TetherAgent extends HttpAgent {
         let ended = false;
         const http = httpEvents(async () => {
           const res = await request();
+          // The run a run request created, before any of its events (it
+          // may wait for a worker): what a stop button stops.
+          const created = /^\/v1\/runs\/([^/?#]+)$/.exec(res.headers.get('content-location') ?? '');
+          if (res.ok && created) this.tetherRunId = decodeURIComponent(created[1]!);
           if (res.status === 204 || (res.status === 404 && !received)) {
             // Nothing to join (a thread without runs, or none yet).
             ended = true;

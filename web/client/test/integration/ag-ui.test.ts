@@ -133,6 +133,76 @@ describe('AG-UI (real server)', () => {
   });
 });
 
+describe('AG-UI stop button (real server, a worker)', () => {
+  it('TetherAgent.cancelRun() right after sending stops the new run, not the one it followed before', async () => {
+    const tid = threadName('agui-stop-early');
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stoppable'], wait_ms: 0 })).status).toBe(204);
+    const agent = new TetherAgent({ url: `${url()}/v1/ag-ui/stoppable`, threadId: tid });
+    // A first run, answered by the worker: the agent follows it to its end.
+    agent.addMessage({ id: `u1-${tid}`, role: 'user', content: 'hello' });
+    const first = agent.runAgent();
+    const claim = (await (await post('/v1/workers/claim', { worker_id: 'w1', agents: ['stoppable'], wait_ms: 10_000 })).json()) as { run: { id: string }; lease: { token: string } };
+    expect((await post(`/v1/runs/${claim.run.id}/events`, [{ type: 'run.finished', status: 'done' }], { 'Tether-Lease': claim.lease.token })).status).toBe(200);
+    await first;
+    expect(agent.tetherRunId).toBe(claim.run.id);
+    // The next one waits for a worker (a busy queue, a slow agent): no
+    // event of it has come when the person presses stop.
+    agent.addMessage({ id: `u2-${tid}`, role: 'user', content: 'a long one' });
+    let outcome = '';
+    const second = agent.runAgent({}, { onRunFinishedEvent: (p) => void (outcome = p.outcome) });
+    await until(async () => {
+      const t = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { runs: unknown[] };
+      return t.runs.length === 2;
+    }, 15_000, 'the second run');
+    expect(await agent.cancelRun()).toBe(true);
+    const runs = async () => ((await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { runs: { id: string; status: string }[] }).runs;
+    await until(async () => (await runs())[1]!.status !== 'pending', 10_000, 'the second run to end');
+    await second;
+    expect(outcome).toBe('cancelled');
+    const t = { runs: await runs() };
+    expect(t.runs.map((r) => r.status)).toEqual(['done', 'cancelled']);
+    expect(agent.tetherRunId).toBe(t.runs[1]!.id);
+  });
+});
+
+describe('AG-UI reload (real server, a worker)', () => {
+  it('a page that joins after the run has the messages HttpAgent had live, in the same order', async () => {
+    const tid = threadName('agui-order');
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: ['thinker'], wait_ms: 0 })).status).toBe(204);
+    const live = new HttpAgent({ url: `${url()}/v1/ag-ui/thinker`, threadId: tid });
+    live.addMessage({ id: `u-${tid}`, role: 'user', content: 'look it up' });
+    const running = live.runAgent();
+    const claim = (await (await post('/v1/workers/claim', { worker_id: 'w1', agents: ['thinker'], wait_ms: 10_000 })).json()) as { run: { id: string }; lease: { token: string } };
+    const m = `m-${tid}`;
+    // Thinking, a call and its result, more thinking, a second call whose
+    // arguments were cut short (not JSON), the answer.
+    const res = await post(`/v1/runs/${claim.run.id}/events`, [
+      { type: 'message.started', message_id: m, role: 'assistant' },
+      { type: 'reasoning.delta', message_id: m, delta: 'First, search.' },
+      { type: 'tool.started', message_id: m, call_id: 'c1', name: 'search' },
+      { type: 'tool.delta', message_id: m, call_id: 'c1', delta: '{"q":"logs"}' },
+      { type: 'tool.finished', message_id: m, call_id: 'c1', output: { hits: 2 } },
+      { type: 'reasoning.delta', message_id: m, delta: 'Two hits; read one.' },
+      { type: 'tool.started', message_id: m, call_id: 'c2', name: 'read' },
+      { type: 'tool.delta', message_id: m, call_id: 'c2', delta: '{"id":' },
+      { type: 'tool.finished', message_id: m, call_id: 'c2', error: 'bad arguments' },
+      { type: 'text.delta', message_id: m, delta: 'A log is an ordered record.' },
+      { type: 'message.finished', message_id: m, status: 'done' },
+      { type: 'run.finished', status: 'done' },
+    ], { 'Tether-Lease': claim.lease.token });
+    expect(res.status).toBe(200);
+    await running;
+    const reloaded = new TetherAgent({ url: `${url()}/v1/ag-ui/thinker`, threadId: tid });
+    await reloaded.connectAgent();
+    const shown = (msgs: Message[]) => msgs.map((x) => JSON.stringify([x.id, x.role, x.content, (x as { toolCalls?: { function: { arguments: string } }[] }).toolCalls?.map((c) => c.function.arguments)]));
+    expect(shown(reloaded.messages)).toEqual(shown(live.messages));
+  });
+});
+
 describe('AG-UI thread state (real server, a worker)', () => {
   it('STATE_SNAPSHOT and STATE_DELTA reach HttpAgent.state; a join brings the state in its prelude', async () => {
     const tid = threadName('agui-state');
