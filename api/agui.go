@@ -146,7 +146,7 @@ func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
 // current. A stop pressed before the first run made the thread has none to
 // end (204).
 func (s *Server) aguiCancel(w http.ResponseWriter, r *http.Request) {
-	s.stopRun(w, r, r.PathValue("tid"), r.PathValue("rid"), true)
+	s.stopRun(w, r, r.PathValue("tid"), r.PathValue("rid"))
 }
 
 // aguiJoin serves a join: without a cursor the join prelude, then what

@@ -289,9 +289,11 @@ func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after te
 }
 
 // aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's
-// active run (202 with the run), or answers 204 when none is active.
+// active run (202 with the run), or answers 204 when none is active, also
+// for a chat that does not exist yet (a stop before the first answer), as
+// the other chat routes answer a new chat.
 func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	s.stopRun(w, r, r.PathValue("chat"), "current", false)
+	s.stopRun(w, r, r.PathValue("chat"), "current")
 }
 
 // aisdkMessages answers GET …/chat/{chat}/messages: the chat as
