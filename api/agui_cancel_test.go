@@ -83,7 +83,11 @@ func TestStopBeforeTheFirstRun(t *testing.T) {
 			t.Errorf("user B: POST %s: %d %s, want 204", path, r.status, r.body)
 		}
 	}
-	var run struct{ Run struct{ CancelRequestedAt *string `json:"cancel_requested_at"` } }
+	var run struct {
+		Run struct {
+			CancelRequestedAt *string `json:"cancel_requested_at"`
+		}
+	}
 	v.mustDo(200, "GET", "/v1/runs/"+f.runID, nil, bearer(f.alice)...).json(&run)
 	if run.Run.CancelRequestedAt != nil {
 		t.Fatal("user B cancelled user A's run")
