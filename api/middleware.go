@@ -167,6 +167,9 @@ func (s *Server) cors(h http.Handler) http.Handler {
 
 var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id", "Retry-After",
 	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq",
+	// The AI SDK's routes: the offset …/messages is as of, and the
+	// stream's protocol version.
+	"Tether-Offset", "X-Vercel-AI-UI-Message-Stream",
 	// Durable Streams (/v1/stream/).
 	"Stream-Next-Offset", "Stream-Cursor", "Stream-Up-To-Date", "Stream-Closed", "Stream-TTL",
 	"Stream-Expires-At", "Stream-SSE-Data-Encoding", "ETag"}
