@@ -148,10 +148,19 @@ func TestReadmeClientFlags(t *testing.T) {
 	if !strings.Contains(string(b), says) {
 		t.Fatalf("README.md no longer says %q: change this test with it", says)
 	}
+	// The list names every client command, and only those.
+	_, list, _ := strings.Cut(string(b), "The client commands (")
+	list, _, _ = strings.Cut(list, ")")
+	named := regexp.MustCompile("`(?:tether )?([a-z]+)`").FindAllStringSubmatch(list, -1)
+	var names, want []string
+	for _, n := range named {
+		names = append(names, n[1])
+	}
 	for _, c := range commands() {
 		if c.name == "serve" || c.name == "version" {
 			continue
 		}
+		want = append(want, c.name)
 		flags := helpFlags(t, c.name, c.run)
 		if f := flags["server"]; f.env != "TETHER_SERVER" || f.def != "http://127.0.0.1:8080" {
 			t.Errorf("tether %s --server: %+v", c.name, f)
@@ -159,6 +168,9 @@ func TestReadmeClientFlags(t *testing.T) {
 		if f, ok := flags["token"]; !ok || f.env != "TETHER_TOKEN" {
 			t.Errorf("tether %s --token: %+v, %v", c.name, f, ok)
 		}
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("README.md's client commands are %v; tether has %v", names, want)
 	}
 }
 
