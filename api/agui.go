@@ -40,25 +40,14 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if th, created, err := s.e.CreateOwnedThread(ctx, in.ThreadID, ownerOf(p), nil); err != nil && tether.CodeOf(err) != tether.CodeConflict {
-		// conflict: the thread exists, with metadata of its own.
-		s.writeError(w, r, err)
-		return
-	} else if err == nil && !created && !p.sees(th.Owner, th.ID) {
-		// Created by someone else since allowCreate looked.
-		s.writeError(w, r, errThreadNotFound(th.ID))
-		return
-	} else if err != nil {
-		// It exists (with metadata): whose is it?
-		if err := s.allow(ctx, p, a, in.ThreadID); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	snap, err := s.e.Thread(ctx, in.ThreadID)
+	snap, err := s.chatThread(ctx, p, in.ThreadID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	isNew := snap == nil
+	if isNew {
+		snap = &tether.Snapshot{} // made once the run is known to be valid
 	}
 	if len(in.Resume) > 0 {
 		s.aguiResume(w, r, in, snap)
@@ -78,10 +67,21 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 			len(meta), engine.MaxMetadataBytes))
 		return
 	}
-	rc, err := s.e.CreateRun(ctx, in.ThreadID, engine.RunRequest{
+	run := engine.RunRequest{
 		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: msgs},
 		Metadata: meta, IdempotencyKey: in.RunID,
-	})
+	}
+	if isNew {
+		if err := s.e.CheckRunRequest(ctx, run); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.createChatThread(ctx, p, a, in.ThreadID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	rc, err := s.e.CreateRun(ctx, in.ThreadID, run)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -155,7 +155,7 @@ func (s *Server) aguiRunEvents(w http.ResponseWriter, r *http.Request) {
 // current. A stop pressed before the first run made the thread has none to
 // end (204).
 func (s *Server) aguiCancel(w http.ResponseWriter, r *http.Request) {
-	s.stopRun(w, r, r.PathValue("tid"), r.PathValue("rid"), true)
+	s.stopRun(w, r, r.PathValue("tid"), r.PathValue("rid"))
 }
 
 // aguiJoin serves a join: without a cursor the join prelude, then what

@@ -51,3 +51,47 @@ func mustJSON(t *testing.T, b []byte, v any) {
 		t.Fatalf("%v: %s", err, b)
 	}
 }
+
+// A stop button pressed before the first run made the thread (AG-UI's
+// …/runs/current/cancel, the AI SDK's …/stop) has no run to end: 204, as
+// docs/ag-ui.md and docs/ai-sdk.md say, with a user's token too (where
+// TetherAgent.cancelRun threw not_found instead of resolving false). So
+// that a user learns nothing of another's thread, its stop is answered
+// the same, and its run goes on.
+func TestStopBeforeTheFirstRun(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	for _, path := range []string{"/v1/ag-ui/threads/fresh/runs/current/cancel", "/v1/ai-sdk/demo/chat/fresh/stop"} {
+		if r := v.do("POST", path, nil); r.status != 204 {
+			t.Errorf("without keys: POST %s: %d %s, want 204", path, r.status, r.body)
+		}
+	}
+
+	var c clock
+	v = newTokenEnv(t, &c, api.Options{})
+	f := v.tokenFixture(&c)
+	for _, tok := range []string{f.alice, f.bob} {
+		for _, path := range []string{"/v1/ag-ui/threads/fresh/runs/current/cancel", "/v1/ai-sdk/demo/chat/fresh/stop"} {
+			if r := v.do("POST", path, nil, bearer(tok)...); r.status != 204 {
+				t.Errorf("POST %s: %d %s, want 204", path, r.status, r.body)
+			}
+		}
+	}
+	// User B stops user A's thread tA, whose run is active: as a thread
+	// that does not exist.
+	for _, path := range []string{"/v1/ag-ui/threads/tA/runs/current/cancel", "/v1/ai-sdk/demo/chat/tA/stop"} {
+		if r := v.do("POST", path, nil, bearer(f.bob)...); r.status != 204 {
+			t.Errorf("user B: POST %s: %d %s, want 204", path, r.status, r.body)
+		}
+	}
+	var run struct {
+		Run struct {
+			CancelRequestedAt *string `json:"cancel_requested_at"`
+		}
+	}
+	v.mustDo(200, "GET", "/v1/runs/"+f.runID, nil, bearer(f.alice)...).json(&run)
+	if run.Run.CancelRequestedAt != nil {
+		t.Fatal("user B cancelled user A's run")
+	}
+	// A run named by id stays not found to user B.
+	v.mustDo(404, "POST", "/v1/ag-ui/threads/tA/runs/"+f.runID+"/cancel", nil, bearer(f.bob)...)
+}

@@ -40,24 +40,7 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	snap, err := s.e.Thread(ctx, req.ID)
-	if err == nil && !p.sees(snap.Thread.Owner, req.ID) {
-		err = errThreadNotFound(req.ID) // created by someone else since allowCreate looked
-	} else if errors.Is(err, tether.ErrNotFound) {
-		snap = nil
-		var (
-			th      tether.Thread
-			created bool
-		)
-		th, created, err = s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
-		switch {
-		case errors.Is(err, tether.ErrConflict):
-			// Created meanwhile, with metadata: it is there; whose?
-			err = s.allow(ctx, p, actRead, req.ID)
-		case err == nil && !created && !p.sees(th.Owner, th.ID):
-			err = errThreadNotFound(th.ID) // created by someone else meanwhile
-		}
-	}
+	snap, err := s.chatThread(ctx, p, req.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -79,10 +62,22 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.aisdkAnswer(w, r, plan.Answer)
 		return
 	}
-	rc, err := s.e.CreateRun(ctx, req.ID, engine.RunRequest{
+	run := engine.RunRequest{
 		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
 		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
-	})
+	}
+	if snap == nil {
+		// A new chat: its thread is made once the run is known to be valid.
+		if err := s.e.CheckRunRequest(ctx, run); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.createChatThread(ctx, p, actRead, req.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	rc, err := s.e.CreateRun(ctx, req.ID, run)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -289,9 +284,11 @@ func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after te
 }
 
 // aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's
-// active run (202 with the run), or answers 204 when none is active.
+// active run (202 with the run), or answers 204 when none is active, also
+// for a chat that does not exist yet (a stop before the first answer), as
+// the other chat routes answer a new chat.
 func (s *Server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	s.stopRun(w, r, r.PathValue("chat"), "current", false)
+	s.stopRun(w, r, r.PathValue("chat"), "current")
 }
 
 // aisdkMessages answers GET …/chat/{chat}/messages: the chat as

@@ -62,7 +62,7 @@ func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
 	}
 	if chat := r.PathValue("chat"); chat != "" {
 		// The AI SDK's routes answer a chat that does not exist yet (204,
-		// [], 404), as useChat expects of a new chat: one the user may
+		// []), as useChat expects of a new chat: one the user may
 		// not see is let through to be answered the same, by the
 		// handlers, which check the thread they find (aisdk.go).
 		if err := s.allow(ctx, p, rt.act, chat); err != nil && tether.CodeOf(err) != tether.CodeNotFound {
@@ -70,7 +70,12 @@ func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
 		}
 	}
 	if tid := r.PathValue("tid"); tid != "" {
-		if err := s.allow(ctx, p, rt.act, tid); err != nil {
+		err := s.allow(ctx, p, rt.act, tid)
+		// A stop of AG-UI's current run (…/runs/current/cancel) on a
+		// thread that does not exist yet, or that the user may not see,
+		// has no run to end: let through to be answered 204 by stopRun,
+		// which checks the thread it finds, so that the two look alike.
+		if stopsCurrent := rt.act == actCancel && r.PathValue("rid") == "current"; err != nil && !(stopsCurrent && tether.CodeOf(err) == tether.CodeNotFound) {
 			return err
 		}
 	}

@@ -129,7 +129,7 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 			switch {
 			case status >= 500 && !ri.shed.Load():
 				level = slog.LevelError
-			case route == "/healthz" || route == "/readyz" || route == "/metrics" || route == "/":
+			case debugRoutes[route]:
 				level = slog.LevelDebug
 			}
 			s.log.LogAttrs(r.Context(), level, "request",
@@ -139,6 +139,11 @@ func (s *Server) observe(route string, h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 	})
 }
+
+// debugRoutes are the route patterns whose requests are logged at debug
+// level (docs/operations.md, "Logs"): health checks, which a load balancer
+// sends every few seconds, and the page. /metrics is not logged at all.
+var debugRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "/": true}
 
 // cors answers preflights and sets CORS headers for allowed origins.
 func (s *Server) cors(h http.Handler) http.Handler {
@@ -167,6 +172,9 @@ func (s *Server) cors(h http.Handler) http.Handler {
 
 var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id", "Retry-After",
 	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq",
+	// The AI SDK's routes: the offset …/messages is as of, and the
+	// stream's protocol version.
+	"Tether-Offset", "X-Vercel-AI-UI-Message-Stream",
 	// Durable Streams (/v1/stream/).
 	"Stream-Next-Offset", "Stream-Cursor", "Stream-Up-To-Date", "Stream-Closed", "Stream-TTL",
 	"Stream-Expires-At", "Stream-SSE-Data-Encoding", "ETag"}

@@ -91,6 +91,9 @@ func (d docRoute) userRule() userRule {
 		case "others as new":
 			// Another's chat is a chat that does not exist yet (204, []).
 			return userRule{ownerOK: true, acts: set("read")}
+		case "cancel, others as new":
+			// The AI SDK's stop: another's chat has no run to stop (204).
+			return userRule{ownerOK: true, acts: set("cancel")}
 		case "listed", "each subscribe", "body: run":
 			// Checked by the handler (listing filter, each subscribe,
 			// the thread of the body), with the same rule.

@@ -10,10 +10,11 @@ import (
 // …/cancel): a client's abort is only a disconnect, which a durable run
 // outlives, so this asks the run to end. It cancels run rid of thread tid,
 // or for "current" the thread's active run (204 when it has none), and
-// answers 202 with the run, as POST /v1/runs/{rid}/cancel does. With
-// noThreadIsNone, a thread that does not exist yet has no current run to
-// stop (204) rather than being not found.
-func (s *Server) stopRun(w http.ResponseWriter, r *http.Request, tid, rid string, noThreadIsNone bool) {
+// answers 202 with the run, as POST /v1/runs/{rid}/cancel does. A thread
+// that does not exist yet (a stop before the first run made it), or that
+// the user may not see, has no current run to stop (204) rather than
+// being not found, so that the two look alike.
+func (s *Server) stopRun(w http.ResponseWriter, r *http.Request, tid, rid string) {
 	if err := decodeJSON(r, s.opts.MaxBodyBytes, &struct{}{}, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -23,7 +24,7 @@ func (s *Server) stopRun(w http.ResponseWriter, r *http.Request, tid, rid string
 		err = errThreadNotFound(tid) // created since guard looked, not the user's
 	}
 	switch {
-	case err != nil && noThreadIsNone && rid == "current" && tether.CodeOf(err) == tether.CodeNotFound:
+	case err != nil && rid == "current" && tether.CodeOf(err) == tether.CodeNotFound:
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case err != nil:

@@ -36,8 +36,8 @@ type RunCreated struct {
 // CreateRun creates a run on a thread: its run.created event and one
 // message.created event per input message, in one atomic append.
 func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest) (*RunCreated, error) {
-	if req.IdempotencyKey != "" && len(req.IdempotencyKey) > 255 {
-		return nil, tether.Errorf(tether.CodeBadRequest, "Idempotency-Key is longer than 255 bytes")
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, err
 	}
 	// A repeated idempotency key answers with its run whatever the
 	// request says, so what is wrong with the request is its answer only
@@ -60,6 +60,24 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// CheckRunRequest returns what CreateRun would refuse req for on a thread
+// where its idempotency key is new, if anything. A caller that creates
+// the run's thread first (the AI SDK's chat, AG-UI) checks the request
+// before, so that a refused request writes nothing.
+func (e *Engine) CheckRunRequest(ctx context.Context, req RunRequest) error {
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return err
+	}
+	return e.checkRunRequest(ctx, &req)
+}
+
+func checkIdempotencyKey(key string) error {
+	if len(key) > 255 {
+		return tether.Errorf(tether.CodeBadRequest, "Idempotency-Key is longer than 255 bytes")
+	}
+	return nil
 }
 
 // checkRunRequest returns what makes a run request invalid, if anything,

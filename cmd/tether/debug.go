@@ -12,7 +12,8 @@ import (
 // listenDebug opens the debug server's listener. pprof shows the
 // process's insides (goroutine stacks, heap, CPU profiles), so it listens
 // on loopback unless the operator insists (public), and then, like the
-// API, only with keys or --insecure (guarded).
+// API, only with keys or --insecure (guarded). A refusal names the
+// address as given (0.0.0.0:6060), not as the kernel reports it ([::]).
 func listenDebug(addr string, public, guarded bool) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -22,10 +23,10 @@ func listenDebug(addr string, public, guarded bool) (net.Listener, error) {
 	case isLoopback(ln.Addr()):
 	case !public:
 		ln.Close()
-		return nil, fmt.Errorf("refusing to serve the debug server on %s, not a loopback address: pass --debug-public to insist", ln.Addr())
+		return nil, fmt.Errorf("refusing to serve the debug server on %s, not a loopback address: pass --debug-public to insist", addr)
 	case !guarded:
 		ln.Close()
-		return nil, fmt.Errorf("refusing to serve the debug server on %s without API keys: set --token or --keys, or pass --insecure", ln.Addr())
+		return nil, fmt.Errorf("refusing to serve the debug server on %s without API keys: set --token or --keys, or pass --insecure", addr)
 	}
 	return ln, nil
 }

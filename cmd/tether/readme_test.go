@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,10 +148,19 @@ func TestReadmeClientFlags(t *testing.T) {
 	if !strings.Contains(string(b), says) {
 		t.Fatalf("README.md no longer says %q: change this test with it", says)
 	}
+	// The list names every client command, and only those.
+	_, list, _ := strings.Cut(string(b), "The client commands (")
+	list, _, _ = strings.Cut(list, ")")
+	named := regexp.MustCompile("`(?:tether )?([a-z]+)`").FindAllStringSubmatch(list, -1)
+	var names, want []string
+	for _, n := range named {
+		names = append(names, n[1])
+	}
 	for _, c := range commands() {
 		if c.name == "serve" || c.name == "version" {
 			continue
 		}
+		want = append(want, c.name)
 		flags := helpFlags(t, c.name, c.run)
 		if f := flags["server"]; f.env != "TETHER_SERVER" || f.def != "http://127.0.0.1:8080" {
 			t.Errorf("tether %s --server: %+v", c.name, f)
@@ -157,5 +168,99 @@ func TestReadmeClientFlags(t *testing.T) {
 		if f, ok := flags["token"]; !ok || f.env != "TETHER_TOKEN" {
 			t.Errorf("tether %s --token: %+v, %v", c.name, f, ok)
 		}
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("README.md's client commands are %v; tether has %v", names, want)
+	}
+}
+
+// docFiles are the Markdown files a user reads, from the repository's
+// root, without the dependencies'.
+func docFiles(t *testing.T) map[string]string {
+	t.Helper()
+	docs := map[string]string{}
+	err := filepath.WalkDir("../..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != "../.." || d.Name() == "node_modules" || d.Name() == "artifacts" || d.Name() == "dist") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			docs[strings.TrimPrefix(p, "../../")] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// Every "tether COMMAND … --flag" the Markdown files write is a flag of
+// that command, as "tether COMMAND -h" prints it: a flag renamed or
+// dropped breaks the doc here, not for a reader who types it.
+func TestDocsNameRealFlags(t *testing.T) {
+	flags := map[string]map[string]helpFlag{}
+	for _, c := range commands() {
+		if c.name != "version" {
+			flags[c.name] = helpFlags(t, c.name, c.run)
+		}
+	}
+	cmdLine := regexp.MustCompile("tether (serve|run|tail|threads|cancel|answer|bench)\\b([^`\n]*)")
+	flagName := regexp.MustCompile(`(?:^|[\s\[])--([a-z][a-z0-9-]*)`)
+	checked := 0
+	for name, doc := range docFiles(t) {
+		for _, m := range cmdLine.FindAllStringSubmatch(doc, -1) {
+			args, _, _ := strings.Cut(m[2], "#") // a shell comment names other commands' flags
+			for _, f := range flagName.FindAllStringSubmatch(args, -1) {
+				checked++
+				if _, ok := flags[m[1]][f[1]]; !ok {
+					t.Errorf("%s: tether %s --%s: tether %s has no such flag", name, m[1], f[1], m[1])
+				}
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("checked only %d flags", checked)
+	}
+}
+
+// A default the docs give beside a serve flag in words ("--lease-ttl
+// (30 s)", "--heartbeat, 15 s", "--max-body (4 MiB)") is the flag's
+// default, as "tether serve -h" prints it.
+func TestDocsGiveServeDefaults(t *testing.T) {
+	flags := helpFlags(t, "serve", serveCmd)
+	said := regexp.MustCompile("`--([a-z][a-z0-9-]*)`(?: \\(|, )(\\d[\\d,]*) ?(ms|s|min|KiB|MiB|GiB)\\b")
+	units := map[string]string{"ms": "ms", "s": "s", "min": "m"}
+	sizes := map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	checked := 0
+	for name, doc := range docFiles(t) {
+		if name == "docs/benchmarks.md" {
+			continue // the flags of each measurement, not their defaults
+		}
+		for _, m := range said.FindAllStringSubmatch(strings.Join(strings.Fields(doc), " "), -1) {
+			f, ok := flags[m[1]]
+			if !ok {
+				continue // another command's (TestDocsNameRealFlags)
+			}
+			n := strings.ReplaceAll(m[2], ",", "")
+			want := n + units[m[3]]
+			if size, ok := sizes[m[3]]; ok {
+				v, _ := strconv.ParseInt(n, 10, 64)
+				want = strconv.FormatInt(v*size, 10)
+			}
+			checked++
+			if !sameDefault(want, f.def) {
+				t.Errorf("%s: --%s is %s %s, tether serve -h says its default is %q", name, m[1], m[2], m[3], f.def)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d defaults", checked)
 	}
 }

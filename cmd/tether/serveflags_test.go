@@ -101,4 +101,11 @@ func TestServeRefusesOpenAddressAsGiven(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "refusing to listen on 0.0.0.0:0 ") {
 		t.Fatalf("err %v: want the refusal naming 0.0.0.0:0", err)
 	}
+	// The debug server's too.
+	for _, public := range []string{"false", "true"} {
+		err = serveCmd(context.Background(), []string{"--addr", "127.0.0.1:0", "--debug-addr", "0.0.0.0:0", "--debug-public=" + public, "--data", filepath.Join(t.TempDir(), "data")}, noEnv, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "the debug server on 0.0.0.0:0,") && !strings.Contains(err.Error(), "the debug server on 0.0.0.0:0 ") {
+			t.Fatalf("--debug-public=%s: err %v: want the refusal naming 0.0.0.0:0", public, err)
+		}
+	}
 }

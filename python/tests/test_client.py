@@ -273,6 +273,8 @@ def test_declared_agents(start_server, connect):
         c.create_run("t1", "hi", agent="configured", multitask="enqueue")
         agents = {a.name: a for a in c.list_agents()}
         assert agents["demo"].in_process and agents["configured"].declared == "config" and agents["mine"].declared == "api"
+        # When it was declared through the API (docs/protocol.md §4, "Agents").
+        assert agents["mine"].declared_at == a.declared_at and a.declared_at and agents["demo"].declared_at is None
         c.forget_agent("mine")
         assert "mine" not in {a.name for a in c.list_agents()}
 

@@ -301,6 +301,8 @@ class Agent:
     declared: Optional[str]
     last_claim_at: Optional[str]
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: When it was declared through the API (``PUT /v1/agents/{name}``), else None.
+    declared_at: Optional[str] = None
 
     @classmethod
     def from_json(cls, v: Any) -> "Agent":
@@ -311,6 +313,7 @@ class Agent:
             declared=o.get("declared") or None,
             last_claim_at=o.get("last_claim_at"),
             raw=dict(o),
+            declared_at=o.get("declared_at"),
         )
 
 

@@ -22,7 +22,7 @@ func lockFile(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errors.New("the store is open in another process or Store")
+			return nil, errors.New("the store is open in another process (another tether serve on this data directory?)")
 		}
 		return nil, fmt.Errorf("lock: %w", err)
 	}

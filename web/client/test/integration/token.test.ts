@@ -71,6 +71,11 @@ describe('expiring user tokens (real server)', () => {
     expect(m.reasons.filter((r) => r !== 'initial').length).toBeGreaterThanOrEqual(2);
   });
 
+  it('TetherAgent.cancelRun() before the first run made the thread resolves false (docs/ag-ui.md), with a user\'s token too', async () => {
+    const agent = new TetherAgent({ url: `${base()}/v1/ag-ui/demo`, threadId: threadName('jwt-stop'), token: () => token('alice', 60) });
+    expect(await agent.cancelRun()).toBe(false);
+  });
+
   it('TetherChatTransport: useChat\'s engine gets the whole answer once across the ends at each exp', async () => {
     const m = minting('alice');
     const id = threadName('jwt-aisdk');
