@@ -126,8 +126,9 @@ type Answer struct {
 //   - submit-message ending with the assistant message of a waiting run,
 //     whose request's part has its output: that output answers the
 //     request;
-//   - regenerate-message: a run that replaces the answer named by
-//     messageId (else the last one), keyed by that answer's id.
+//   - regenerate-message: a run that replaces the answer to the chat's
+//     last question (regenerateTarget), keyed by that answer's id, or,
+//     when the question has no answer, by the last run's.
 func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	if len(req.Messages) == 0 && req.Trigger == TriggerSubmit {
 		return nil, tether.Errorf(tether.CodeBadRequest, "messages is empty")
@@ -164,21 +165,14 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	}
 
 	if req.Trigger == TriggerRegenerate {
-		target := req.MessageID
-		if target == "" && snap != nil {
-			ui := Messages(snap)
-			for i := len(ui) - 1; i >= 0; i-- {
-				if ui[i].Role == "assistant" {
-					target = ui[i].ID
-					break
-				}
-			}
+		target, key, err := regenerateTarget(req, snap)
+		if err != nil {
+			return nil, err
 		}
-		if target == "" {
-			return nil, tether.Errorf(tether.CodeBadRequest, "nothing to regenerate: the chat has no answer")
+		p.Key = "ai-sdk:regenerate:" + key
+		if target != "" {
+			p.Metadata = runs.MergePatch(objectOr(req.Metadata), mustJSON(map[string]any{RegenerateKey: map[string]string{"regenerates": target}}))
 		}
-		p.Key = "ai-sdk:regenerate:" + target
-		p.Metadata = runs.MergePatch(objectOr(req.Metadata), mustJSON(map[string]any{RegenerateKey: map[string]string{"regenerates": target}}))
 		return p, nil
 	}
 
@@ -216,6 +210,66 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 		}
 	}
 	return nil, tether.Errorf(tether.CodeConflict, "the last message, %s, is not the answer of a run that waits for input", last.ID)
+}
+
+// regenerateTarget returns the answer a regenerate-message replaces ("" if
+// the question it names has none: its run failed or was stopped before
+// it answered) and what keys the run. The question is messageId's (an
+// answer, or the user message it answers), else the request's last
+// message (useChat leaves the answer it regenerates out of the messages
+// it sends), else the chat's last. Only the answer to the chat's last question can be replaced:
+// the log is append-only, so an answer made again for an earlier one
+// would follow the later questions, and be made with them in view.
+func regenerateTarget(req *ChatRequest, snap *tether.Snapshot) (target, key string, err error) {
+	anchor := req.MessageID
+	if anchor == "" && len(req.Messages) > 0 {
+		anchor = req.Messages[len(req.Messages)-1].ID
+	}
+	var ui []UIMessage
+	var lastRun string
+	if snap != nil {
+		ui = Messages(snap)
+		if n := len(snap.Runs); n > 0 {
+			lastRun = snap.Runs[n-1].ID
+		}
+	}
+	if anchor == "" && len(ui) > 0 {
+		anchor = ui[len(ui)-1].ID
+	}
+	at := -1
+	for i, m := range ui {
+		if m.ID == anchor {
+			at = i
+		}
+	}
+	switch {
+	case at < 0 && req.MessageID != "":
+		// Not a message of the chat's: an answer already replaced (a
+		// stale tab; its key finds the run that replaced it), or one
+		// the chat never had.
+		return anchor, anchor, nil
+	case anchor == "":
+		return "", "", tether.Errorf(tether.CodeBadRequest, "nothing to regenerate: the chat has no messages")
+	case at < 0:
+		// A question the chat does not hold yet (the run's input).
+		return "", anchor, nil
+	case ui[at].Role == "assistant":
+		target = anchor
+	}
+	for _, m := range ui[at+1:] {
+		switch m.Role {
+		case "user":
+			return "", "", tether.Errorf(tether.CodeConflict, "message %s is not the answer to the chat's last question: only that answer can be made again (the chat's log is append-only)", anchor)
+		case "assistant":
+			target = m.ID
+		}
+	}
+	if target != "" {
+		return target, target, nil
+	}
+	// No answer to replace: the question is asked again, once per run
+	// that ended without answering it.
+	return "", lastRun, nil
 }
 
 // uiMessageID is the id of a run's UI message: its first assistant

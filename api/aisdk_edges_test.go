@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/aisdk"
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 )
@@ -78,5 +80,55 @@ func TestAISDKRegenerateMessageIDChecked(t *testing.T) {
 		if !strings.Contains(string(r.body), "messageId") || strings.Contains(string(r.body), "Idempotency-Key") {
 			t.Fatalf("messageId %.20q: %s", id, r.body)
 		}
+	}
+}
+
+// TestAISDKRegenerateUnanswered: useChat's Retry after a run that ended
+// before answering (regenerate() sends the messages up to the question)
+// asks the question again and keeps the earlier answers; it was 400
+// "nothing to regenerate" on a first question, and on a later one hid
+// the previous question's answer. An earlier answer cannot be made again
+// (409, nothing written).
+func TestAISDKRegenerateUnanswered(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	regen := func(msgs []any, messageID string) *resp {
+		b := map[string]any{"id": "c", "messages": msgs, "trigger": "regenerate-message", "metadata": map[string]any{"demo": map[string]any{"tokens": 3, "delay_ms": 0}}}
+		if messageID != "" {
+			b["messageId"] = messageID
+		}
+		return v.do("POST", chatAPI, b)
+	}
+	ids := func() []string {
+		var msgs []aisdk.UIMessage
+		v.mustDo(200, "GET", chatAPI+"/c/messages", nil).json(&msgs)
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.Role)
+		}
+		return out
+	}
+	u0 := userMsg("u0", "one")
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{u0}, `{"tokens":-1}`))
+	if r := regen([]any{u0}, ""); r.status != 200 {
+		t.Fatalf("regenerate of a first question without answer: %d %s", r.status, r.body)
+	}
+	u1 := userMsg("u1", "two")
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{u0, u1}, `{"tokens":-1}`))
+	if r := regen([]any{u0, u1}, ""); r.status != 200 {
+		t.Fatalf("regenerate of a later question without answer: %d %s", r.status, r.body)
+	}
+	if got := strings.Join(ids(), " "); got != "user assistant user assistant" {
+		t.Fatalf("messages after the retries: %s", got)
+	}
+	var th tether.Snapshot
+	v.mustDo(200, "GET", "/v1/threads/c", nil).json(&th)
+	r := regen([]any{u0}, "u0")
+	if r.status != 409 || r.code() != "conflict" || !strings.Contains(string(r.body), "last question") {
+		t.Fatalf("regenerate of an earlier answer: %d %s", r.status, r.body)
+	}
+	var after tether.Snapshot
+	v.mustDo(200, "GET", "/v1/threads/c", nil).json(&after)
+	if after.Offset != th.Offset {
+		t.Fatalf("a refused regenerate wrote to the log: %s -> %s", th.Offset, after.Offset)
 	}
 }
