@@ -40,16 +40,26 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The request is planned, and its run checked, before the thread is
+	// created: a request refused for what it says leaves nothing behind.
 	snap, err := s.e.Thread(ctx, req.ID)
-	if err == nil && !p.sees(snap.Thread.Owner, req.ID) {
+	switch {
+	case err == nil && !p.sees(snap.Thread.Owner, req.ID):
 		err = errThreadNotFound(req.ID) // created by someone else since allowCreate looked
-	} else if errors.Is(err, tether.ErrNotFound) {
-		snap = nil
-		var (
-			th      tether.Thread
-			created bool
-		)
-		th, created, err = s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
+	case errors.Is(err, tether.ErrNotFound):
+		snap, err = nil, nil
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	plan, run, err := s.aisdkPlan(r, req, snap)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if snap == nil {
+		th, created, err := s.e.CreateOwnedThread(ctx, req.ID, ownerOf(p), nil)
 		switch {
 		case errors.Is(err, tether.ErrConflict):
 			// Created meanwhile, with metadata: it is there; whose?
@@ -57,32 +67,23 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		case err == nil && !created && !p.sees(th.Owner, th.ID):
 			err = errThreadNotFound(th.ID) // created by someone else meanwhile
 		}
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	plan, err := aisdk.PlanChat(req, snap)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	a := actRun
-	if plan.Answer != nil {
-		a = actAnswer
-	}
-	if err := allowFlag(p, a); err != nil {
-		s.writeError(w, r, err)
-		return
+		if err == nil && !created {
+			// Created meanwhile (another tab's first message): planned
+			// again with what it holds.
+			if snap, err = s.e.Thread(ctx, req.ID); err == nil {
+				plan, run, err = s.aisdkPlan(r, req, snap)
+			}
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if plan.Answer != nil {
 		s.aisdkAnswer(w, r, plan.Answer)
 		return
 	}
-	rc, err := s.e.CreateRun(ctx, req.ID, engine.RunRequest{
-		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
-		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
-	})
+	rc, err := s.e.CreateRun(ctx, req.ID, run)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -95,6 +96,33 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		return aisdk.NewStream(rc.Run), nil, "", nil
 	})
+}
+
+// aisdkPlan plans a chat request on the thread as it stands (snap, nil
+// for one that does not exist yet): what it asks, whether the caller may
+// ask it, and the run it creates, checked.
+func (s *Server) aisdkPlan(r *http.Request, req *aisdk.ChatRequest, snap *tether.Snapshot) (*aisdk.Plan, engine.RunRequest, error) {
+	plan, err := aisdk.PlanChat(req, snap)
+	if err != nil {
+		return nil, engine.RunRequest{}, err
+	}
+	a := actRun
+	if plan.Answer != nil {
+		a = actAnswer
+	}
+	if err := allowFlag(principalOf(r), a); err != nil {
+		return nil, engine.RunRequest{}, err
+	}
+	run := engine.RunRequest{
+		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
+		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
+	}
+	if plan.Answer == nil && snap == nil {
+		// A new thread's: its key is new too, so CreateRun would refuse
+		// it only once the thread was made.
+		err = s.e.CheckRunRequest(r.Context(), run)
+	}
+	return plan, run, err
 }
 
 // aisdkAnswer answers a waiting run's request and streams what follows:

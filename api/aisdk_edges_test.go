@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -130,5 +131,34 @@ func TestAISDKRegenerateUnanswered(t *testing.T) {
 	v.mustDo(200, "GET", "/v1/threads/c", nil).json(&after)
 	if after.Offset != th.Offset {
 		t.Fatalf("a refused regenerate wrote to the log: %s -> %s", th.Offset, after.Offset)
+	}
+}
+
+// TestAISDKRefusedChatCreatesNothing: a chat request refused for what it
+// says (no messages, a part Tether does not keep, an unknown agent,
+// metadata over its limit, nothing to regenerate) leaves no thread
+// behind; each of them used to create the chat's thread, empty.
+func TestAISDKRefusedChatCreatesNothing(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	big := strings.Repeat("x", engine.MaxMetadataBytes)
+	for name, c := range map[string]struct{ path, body string }{
+		"no messages":   {chatAPI, `{"id":"c1","messages":[]}`},
+		"file part":     {chatAPI, `{"id":"c2","messages":[{"id":"u","role":"user","parts":[{"type":"file","url":"x","mediaType":"image/png"}]}]}`},
+		"unknown agent": {"/v1/ai-sdk/nobody/chat", `{"id":"c3","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"x"}]}]}`},
+		"big metadata":  {chatAPI, `{"id":"c4","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"x"}]}],"metadata":{"a":"` + big + `"}}`},
+		"big msg meta":  {chatAPI, `{"id":"c5","messages":[{"id":"u","role":"user","metadata":{"a":"` + big + `"},"parts":[{"type":"text","text":"x"}]}]}`},
+		"regenerate":    {chatAPI, `{"id":"c6","messages":[],"trigger":"regenerate-message"}`},
+		"answer":        {chatAPI, `{"id":"c7","messages":[{"id":"a","role":"assistant","parts":[]}]}`},
+	} {
+		r := v.do("POST", c.path, c.body)
+		if r.status/100 != 4 {
+			t.Errorf("%s: %d %s", name, r.status, r.body)
+			continue
+		}
+		var b struct{ ID string }
+		_ = json.Unmarshal([]byte(c.body), &b)
+		if got := v.do("GET", "/v1/threads/"+b.ID, nil); got.status != 404 {
+			t.Errorf("%s: refused (%d %s), and thread %s was created", name, r.status, r.code(), b.ID)
+		}
 	}
 }

@@ -62,6 +62,14 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 	}
 }
 
+// CheckRunRequest returns what makes a run request invalid, if anything,
+// as CreateRun answers it for a new idempotency key: a route that creates
+// the thread a run is for asks first, so that a request it refuses
+// leaves no thread behind.
+func (e *Engine) CheckRunRequest(ctx context.Context, req RunRequest) error {
+	return e.checkRunRequest(ctx, &req)
+}
+
 // checkRunRequest returns what makes a run request invalid, if anything,
 // and sets its default multitask.
 func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
