@@ -223,8 +223,13 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cursor, err := tether.ParseCursor(after)
-	if err == nil && (runID == "" || cursor == tether.OffsetNow || cursor == tether.OffsetStart) {
-		err = tether.Errorf(tether.CodeBadRequest, "after (an offset of the chat's log) goes with run_id")
+	switch {
+	case err != nil:
+	case cursor == tether.OffsetNow || (runID != "" && cursor == tether.OffsetStart):
+		err = tether.Errorf(tether.CodeBadRequest, "after must be an offset of the chat's log")
+	case runID == "":
+		s.aisdkSince(w, r, threadID, cursor)
+		return
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -249,6 +254,80 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		}
 		return proj, nil, "", nil
 	})
+}
+
+// aisdkSince answers GET …/chat/{chat}/stream?after=<offset> (without
+// run_id): the chat brought up to date for a page that loaded its
+// messages as of that offset (their Tether-Offset). The active run is
+// rebuilt from its snapshot, then live, as without a cursor; with none
+// active, the chat's last run is, if a run appended since the offset:
+// the answer the page loaded partly may have ended meanwhile, and told
+// 204, the page would keep the part as the whole. 204 when no run
+// appended since.
+func (s *Server) aisdkSince(w http.ResponseWriter, r *http.Request, threadID string, after tether.Offset) {
+	ctx := r.Context()
+	err := s.allow(ctx, principalOf(r), actRead, threadID)
+	if tether.CodeOf(err) == tether.CodeNotFound {
+		// None, or (as for the route without a cursor) not the user's.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	gone := tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", after, threadID)
+	// One page after the offset, which also checks it is of this log;
+	// more only while the log holds no run's event (a thread's own).
+	for from := after; ; {
+		recs, more, err := s.e.ReadLog(ctx, threadID, from, foldPage)
+		switch {
+		case errors.Is(err, tether.ErrNotFound):
+			w.WriteHeader(http.StatusNoContent) // deleted meanwhile
+			return
+		case tether.CodeOf(err) == tether.CodeBadRequest:
+			s.writeError(w, r, gone)
+			return
+		case err != nil:
+			s.writeError(w, r, err)
+			return
+		}
+		for _, rec := range recs {
+			if rec.RunID != "" {
+				s.aisdkLastRun(w, r, threadID)
+				return
+			}
+		}
+		if !more {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		from = recs[len(recs)-1].Offset
+	}
+}
+
+// aisdkLastRun streams the chat's active run, else its last, rebuilt from
+// its snapshot (runs of a chat follow one another: the last is the one
+// that appended last).
+func (s *Server) aisdkLastRun(w http.ResponseWriter, r *http.Request, threadID string) {
+	th, err := s.e.Thread(r.Context(), threadID)
+	if errors.Is(err, tether.ErrNotFound) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	run := th.Thread.ActiveRunID
+	if run == "" && len(th.Runs) > 0 {
+		run = th.Runs[len(th.Runs)-1].ID
+	}
+	if run == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s.aisdkFromSnapshot(w, r, run)
 }
 
 // foldPage is how many records aisdkFold and aguiFold read from the

@@ -162,3 +162,37 @@ func TestAISDKRefusedChatCreatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAISDKResumeSinceLoad: ?after=<offset> alone (the Tether-Offset of
+// the messages a page loaded) rebuilds the run that appended first since
+// that offset, also when it has ended meanwhile; 204 when nothing was
+// appended since, or for a chat that does not exist.
+func TestAISDKResumeSinceLoad(t *testing.T) {
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	v.thread("c")
+	run, lease := v.extRun("c")
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"Hel"}]`, lease...)
+	loaded := v.mustDo(200, "GET", "/v1/ai-sdk/ext/chat/c/messages", nil).header.Get("Tether-Offset")
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"lo"},{"type":"message.finished","message_id":"a1","status":"done"},{"type":"run.finished","status":"done"}]`, lease...)
+	v.mustDo(204, "GET", "/v1/ai-sdk/ext/chat/c/stream", nil) // what useChat asks on its own: the end is lost
+	var m aisdk.UIMessage
+	applyUI(t, &m, parseUI(t, string(v.mustDo(200, "GET", "/v1/ai-sdk/ext/chat/c/stream?after="+loaded, nil).body)))
+	if m.ID != "a1" || len(m.Parts) != 2 || m.Parts[1].Text != "Hello" {
+		t.Fatalf("rebuilt since the load: %+v", m)
+	}
+	end := v.mustDo(200, "GET", "/v1/ai-sdk/ext/chat/c/messages", nil).header.Get("Tether-Offset")
+	v.mustDo(204, "GET", "/v1/ai-sdk/ext/chat/c/stream?after="+end, nil)
+	v.mustDo(204, "GET", "/v1/ai-sdk/ext/chat/none/stream?after=-1", nil)
+
+	// A page that has sent more since its load (a resume after a drop
+	// names the same offset): its latest answer, not the first since.
+	var run2 tether.Run
+	v.mustDo(201, "POST", "/v1/threads/c/runs", `{"agent":"ext","input":{"messages":[{"role":"user","content":"again"}]}}`).json(&run2)
+	var claim struct{ Lease struct{ Token string } }
+	v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":1000}`).json(&claim)
+	v.mustDo(200, "POST", "/v1/runs/"+run2.ID+"/events", `[{"type":"message.started","message_id":"a2","role":"assistant"},{"type":"text.delta","message_id":"a2","delta":"Two"},{"type":"message.finished","message_id":"a2","status":"done"},{"type":"run.finished","status":"done"}]`, "Tether-Lease", claim.Lease.Token)
+	r := v.mustDo(200, "GET", "/v1/ai-sdk/ext/chat/c/stream?after="+loaded, nil)
+	if got := r.header.Get("Content-Location"); got != "/v1/runs/"+run2.ID {
+		t.Fatalf("since the load, with two runs after it: %s, want the last, %s", got, run2.ID)
+	}
+}
