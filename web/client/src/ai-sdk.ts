@@ -149,7 +149,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       ...this.opts.body,
       ...(options.body as Record<string, unknown> | undefined),
       id: chatId,
-      messages,
+      messages: unanswered(messages),
       trigger,
       ...(messageId !== undefined ? { messageId } : {}),
     };
@@ -367,6 +367,19 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       },
     });
   }
+}
+
+/**
+ * The messages of a chat request that the server reads: those after the
+ * last answer (new questions, or the question to answer again), else the
+ * last answer itself (whose request it answers). The thread holds the
+ * rest already; sent again, a long chat would outgrow the largest request
+ * body the server takes (`--max-body`).
+ */
+function unanswered<M extends UIMessage>(messages: M[]): M[] {
+  let i = messages.length - 1;
+  while (i >= 0 && messages[i]!.role !== 'assistant') i--;
+  return i === messages.length - 1 ? messages.slice(i) : messages.slice(i + 1);
 }
 
 function isTerminal(c: UIMessageChunk): boolean {

@@ -5,6 +5,7 @@
 import { Chat } from '@ai-sdk/react';
 import { DefaultChatTransport, type UIMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
+import { TetherChatTransport } from '../../src/ai-sdk.js';
 import { threadName, until, url } from './helpers.js';
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -58,5 +59,63 @@ describe('useChat and a worker that talks while its tool runs', () => {
     const rawOfFailed = (m: UIMessage) =>
       plain({ ...m, parts: m.parts.map((p) => ('state' in p && p.state === 'output-error' ? { ...p, rawInput: undefined } : p)) });
     expect(rawOfFailed(live)).toEqual(rawOfFailed(listed[listed.length - 1]!));
+  });
+});
+
+describe('a chat longer than the largest request body', () => {
+  it('goes on: TetherChatTransport sends what the server reads, not the whole conversation again', async () => {
+    const agent = 'longtalker';
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: [agent], wait_ms: 0 })).status).toBe(204);
+    const api = `${url()}/v1/ai-sdk/${agent}/chat`;
+    const id = threadName('aisdk-long');
+    // A first answer of 4.5 MiB (a long session's tool outputs and text).
+    const first = new Chat<UIMessage>({ id, transport: new TetherChatTransport({ api }) });
+    const sent = first.sendMessage({ text: 'say a lot' });
+    let append = await claim(agent);
+    const piece = 'x'.repeat(256 << 10);
+    await append([{ type: 'message.started', message_id: `a1-${id}`, role: 'assistant' }]);
+    for (let i = 0; i < 6; i++) await append([0, 1, 2].map(() => ({ type: 'text.delta', message_id: `a1-${id}`, delta: piece })));
+    await append([{ type: 'message.finished', message_id: `a1-${id}`, status: 'done' }, { type: 'run.finished', status: 'done' }]);
+    await sent;
+    expect(first.error).toBeUndefined();
+
+    const answer = async (n: number) => {
+      append = await claim(agent);
+      await append([
+        { type: 'message.started', message_id: `a${n}-${id}`, role: 'assistant' },
+        { type: 'text.delta', message_id: `a${n}-${id}`, delta: `answer ${n}` },
+        { type: 'message.finished', message_id: `a${n}-${id}`, status: 'done' },
+        { type: 'run.finished', status: 'done' },
+      ]);
+    };
+    const transport = new TetherChatTransport({ api });
+    const chat = new Chat<UIMessage>({ id, messages: await transport.loadMessages(id), transport });
+    const next = chat.sendMessage({ text: 'and now?' });
+    await answer(2);
+    await next;
+    expect(chat.error).toBeUndefined();
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    expect(JSON.stringify(chat.messages).length).toBeGreaterThan(4 << 20);
+
+    // The unmodified DefaultChatTransport, told to send the same (docs/ai-sdk.md, "The request").
+    const plainChat = new Chat<UIMessage>({
+      id,
+      messages: chat.messages,
+      transport: new DefaultChatTransport({
+        api,
+        prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => {
+          // From the last answer on: the thread holds the rest.
+          let i = messages.length - 1;
+          while (i >= 0 && messages[i]!.role !== 'assistant') i--;
+          const unanswered = i === messages.length - 1 ? messages.slice(i) : messages.slice(i + 1);
+          return { body: { ...body, id, messages: unanswered, trigger, messageId } };
+        },
+      }),
+    });
+    const third = plainChat.sendMessage({ text: 'once more' });
+    await answer(3);
+    await third;
+    expect(plainChat.error).toBeUndefined();
+    expect(plainChat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user', 'assistant']);
   });
 });
