@@ -370,16 +370,15 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
 }
 
 /**
- * The messages of a chat request that the server reads: those after the
- * last answer (new questions, or the question to answer again), else the
- * last answer itself (whose request it answers). The thread holds the
- * rest already; sent again, a long chat would outgrow the largest request
- * body the server takes (`--max-body`).
+ * The messages of a chat request that the server reads: the user and
+ * system messages (those it does not hold yet are the run's input), and
+ * the last message, whatever it is (an answer whose request it answers).
+ * The other answers the chat's thread holds already; sent again with
+ * every request, a long chat would outgrow the largest request body the
+ * server takes (`--max-body`).
  */
 function unanswered<M extends UIMessage>(messages: M[]): M[] {
-  let i = messages.length - 1;
-  while (i >= 0 && messages[i]!.role !== 'assistant') i--;
-  return i === messages.length - 1 ? messages.slice(i) : messages.slice(i + 1);
+  return messages.filter((m, i) => m.role !== 'assistant' || i === messages.length - 1);
 }
 
 function isTerminal(c: UIMessageChunk): boolean {
