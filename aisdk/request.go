@@ -217,9 +217,10 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 // it answered) and what keys the run. The question is messageId's (an
 // answer, or the user message it answers), else the request's last
 // message (useChat leaves the answer it regenerates out of the messages
-// it sends), else the chat's last. Only the answer to the chat's last question can be replaced:
-// the log is append-only, so an answer made again for an earlier one
-// would follow the later questions, and be made with them in view.
+// it sends), else the chat's last. Only the answer to the chat's last
+// question can be replaced: the log is append-only, so an answer made
+// again for an earlier one would follow the later questions, and be made
+// with them in view.
 func regenerateTarget(req *ChatRequest, snap *tether.Snapshot) (target, key string, err error) {
 	anchor := req.MessageID
 	if anchor == "" && len(req.Messages) > 0 {
