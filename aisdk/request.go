@@ -88,6 +88,13 @@ func DecodeChatRequest(body []byte) (*ChatRequest, error) {
 		if !tether.ValidID(m.ID) {
 			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: id must be %s", i, tether.IDRule)
 		}
+		switch m.Role {
+		case "user", "assistant", "system":
+		default:
+			// A UIMessage has one of these; a message of another role
+			// would be skipped, and a run made as if nothing was asked.
+			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: role must be user, assistant or system", i)
+		}
 		req.Messages = append(req.Messages, m)
 	}
 	return req, nil

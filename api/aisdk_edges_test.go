@@ -136,8 +136,10 @@ func TestAISDKRegenerateUnanswered(t *testing.T) {
 
 // TestAISDKRefusedChatCreatesNothing: a chat request refused for what it
 // says (no messages, a part Tether does not keep, an unknown agent,
-// metadata over its limit, nothing to regenerate) leaves no thread
-// behind; each of them used to create the chat's thread, empty.
+// metadata over its limit, nothing to regenerate, a message of no role
+// useChat has) leaves no thread behind; each of them used to create the
+// chat's thread, empty (or, for the roles, a run that no question was
+// the input of).
 func TestAISDKRefusedChatCreatesNothing(t *testing.T) {
 	v := newEnv(t, api.Options{})
 	big := strings.Repeat("x", engine.MaxMetadataBytes)
@@ -149,6 +151,12 @@ func TestAISDKRefusedChatCreatesNothing(t *testing.T) {
 		"big msg meta":  {chatAPI, `{"id":"c5","messages":[{"id":"u","role":"user","metadata":{"a":"` + big + `"},"parts":[{"type":"text","text":"x"}]}]}`},
 		"regenerate":    {chatAPI, `{"id":"c6","messages":[],"trigger":"regenerate-message"}`},
 		"answer":        {chatAPI, `{"id":"c7","messages":[{"id":"a","role":"assistant","parts":[]}]}`},
+		// A message useChat cannot have made was a run with no input,
+		// answered as if nothing had been asked.
+		"no role":    {chatAPI, `{"id":"c8","messages":[{"id":"u","parts":[{"type":"text","text":"x"}]}]}`},
+		"role User":  {chatAPI, `{"id":"c9","messages":[{"id":"u","role":"User","parts":[{"type":"text","text":"x"}]}]}`},
+		"role tool":  {chatAPI, `{"id":"c10","messages":[{"id":"u","role":"tool","parts":[{"type":"text","text":"x"}]}]}`},
+		"parts text": {chatAPI, `{"id":"c11","messages":[{"id":"u","role":"user","parts":"x"}]}`},
 	} {
 		r := v.do("POST", c.path, c.body)
 		if r.status/100 != 4 {
