@@ -184,6 +184,12 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	}
 
 	last := req.Messages[len(req.Messages)-1]
+	if req.MessageID != "" && req.MessageID == last.ID && last.Role != "assistant" && edited(last, snap) {
+		// useChat's edit of a message (sendMessage({text, messageId})):
+		// the thread holds the message as it was, and would take the
+		// request for a retry of the one that sent it.
+		return nil, tether.Errorf(tether.CodeConflict, "message %s is in the chat already, with another text: a message cannot be edited (the chat's log is append-only); send a new one, or regenerate the answer", last.ID)
+	}
 	if last.Role == "assistant" {
 		a, err := answerOf(last, snap)
 		if err != nil {
@@ -193,6 +199,32 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	}
 	p.Key = "ai-sdk:" + last.ID
 	return p, nil
+}
+
+// edited reports whether the thread holds a message of m's id with
+// another text than m's.
+func edited(m InMessage, snap *tether.Snapshot) bool {
+	if snap == nil {
+		return false
+	}
+	for _, held := range snap.Messages {
+		if held.ID != m.ID {
+			continue
+		}
+		var was, is []string
+		for _, p := range held.Parts {
+			if p.Type == tether.PartText {
+				was = append(was, p.Text)
+			}
+		}
+		for _, p := range m.Parts {
+			if p.Type == "text" {
+				is = append(is, p.Text)
+			}
+		}
+		return strings.Join(was, "\n") != strings.Join(is, "\n")
+	}
+	return false
 }
 
 // answerOf finds, in the assistant message a client sent last, the

@@ -204,3 +204,30 @@ func TestAISDKResumeSinceLoad(t *testing.T) {
 		t.Fatalf("since the load, with two runs after it: %s, want the last, %s", got, run2.ID)
 	}
 }
+
+// TestAISDKEditRefused: useChat's edit of a message the chat holds
+// (sendMessage({text, messageId})) is 409 conflict, and nothing is
+// written; the edited message was skipped as one the thread holds and
+// the request taken for a retry of the first: the old answer came again
+// under the edited question.
+func TestAISDKEditRefused(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u0", "one")}, `{"tokens":3,"delay_ms":0}`))
+	var before tether.Snapshot
+	v.mustDo(200, "GET", "/v1/threads/c", nil).json(&before)
+	r := v.do("POST", chatAPI, map[string]any{"id": "c", "messages": []any{userMsg("u0", "one, edited")}, "trigger": "submit-message", "messageId": "u0"})
+	if r.status != 409 || r.code() != "conflict" || !strings.Contains(string(r.body), "edit") {
+		t.Fatalf("an edit: %d %.200s", r.status, r.body)
+	}
+	var after tether.Snapshot
+	v.mustDo(200, "GET", "/v1/threads/c", nil).json(&after)
+	if after.Offset != before.Offset {
+		t.Fatalf("a refused edit wrote to the log: %s -> %s", before.Offset, after.Offset)
+	}
+	// The message as it is (sendMessage() again, or a retry): the first
+	// run, as before.
+	r = v.mustDo(200, "POST", chatAPI, map[string]any{"id": "c", "messages": []any{userMsg("u0", "one")}, "trigger": "submit-message", "messageId": "u0"})
+	if got := r.header.Get("Content-Location"); got != "/v1/runs/"+before.Runs[0].ID {
+		t.Fatalf("the same message again: %s, want the first run %s", got, before.Runs[0].ID)
+	}
+}
