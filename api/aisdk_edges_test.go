@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,5 +230,23 @@ func TestAISDKEditRefused(t *testing.T) {
 	r = v.mustDo(200, "POST", chatAPI, map[string]any{"id": "c", "messages": []any{userMsg("u0", "one")}, "trigger": "submit-message", "messageId": "u0"})
 	if got := r.header.Get("Content-Location"); got != "/v1/runs/"+before.Runs[0].ID {
 		t.Fatalf("the same message again: %s, want the first run %s", got, before.Runs[0].ID)
+	}
+}
+
+// TestAISDKMessagesOffsetCrossOrigin: a page of another origin reads the
+// Tether-Offset of the chat's messages (what its resume names to be
+// brought up to date): it was not among the exposed headers, so the
+// browser hid it, and TetherChatTransport.loadMessages resumed as if it
+// knew none.
+func TestAISDKMessagesOffsetCrossOrigin(t *testing.T) {
+	v := newEnv(t, api.Options{CORSOrigins: []string{"https://app.example"}})
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u0", "one")}, `{"tokens":3,"delay_ms":0}`))
+	r := v.mustDo(200, "GET", chatAPI+"/c/messages", nil, "Origin", "https://app.example")
+	if r.header.Get("Tether-Offset") == "" {
+		t.Fatal("no Tether-Offset")
+	}
+	exposed := strings.Split(r.header.Get("Access-Control-Expose-Headers"), ", ")
+	if !slices.Contains(exposed, "Tether-Offset") {
+		t.Fatalf("Tether-Offset is not exposed to the page: %q", exposed)
 	}
 }

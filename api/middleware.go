@@ -167,6 +167,8 @@ func (s *Server) cors(h http.Handler) http.Handler {
 
 var exposedHeaders = []string{"Location", "Content-Location", "X-Request-Id", "Retry-After",
 	"Producer-Epoch", "Producer-Seq", "Producer-Expected-Seq", "Producer-Received-Seq",
+	// The offset the AI SDK's chat messages are as of.
+	"Tether-Offset",
 	// Durable Streams (/v1/stream/).
 	"Stream-Next-Offset", "Stream-Cursor", "Stream-Up-To-Date", "Stream-Closed", "Stream-TTL",
 	"Stream-Expires-At", "Stream-SSE-Data-Encoding", "ETag"}
