@@ -227,6 +227,10 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 	case cursor == tether.OffsetNow || (runID != "" && cursor == tether.OffsetStart):
 		err = tether.Errorf(tether.CodeBadRequest, "after must be an offset of the chat's log")
+	case runID == "" && q.Has("run_id"):
+		// run_id= names no run (a client that could not read the
+		// stream's Content-Location): not the form without it.
+		err = tether.Errorf(tether.CodeBadRequest, "run_id must be the id of a run of the chat")
 	case runID == "":
 		s.aisdkSince(w, r, threadID, cursor)
 		return
