@@ -250,3 +250,19 @@ func TestAISDKMessagesOffsetCrossOrigin(t *testing.T) {
 		t.Fatalf("Tether-Offset is not exposed to the page: %q", exposed)
 	}
 }
+
+// TestAISDKChatWithoutRunRightCreatesNothing: a user's token that may
+// create threads but not start runs is refused a new chat (403) before
+// the chat's thread is made; it was made, empty, then refused.
+func TestAISDKChatWithoutRunRightCreatesNothing(t *testing.T) {
+	var c clock
+	v := newTokenEnv(t, &c, api.Options{})
+	noRun := bearer(mint(t, nil, userClaims(&c, "carol", map[string]any{"run": false})))
+	r := v.do("POST", chatAPI, chatBody("carol-chat", []any{userMsg("u1", "hi")}, ""), noRun...)
+	if r.status != 403 || r.code() != "forbidden" {
+		t.Fatalf("a chat without the run right: %d %s", r.status, r.body)
+	}
+	if got := v.do("GET", "/v1/threads/carol-chat", nil, noRun...); got.status != 404 {
+		t.Fatalf("refused, and the chat's thread was made: %d %s", got.status, got.body)
+	}
+}
