@@ -157,6 +157,9 @@ func lateCalls(chunks []Chunk) map[string]bool {
 	late, given := map[string]bool{}, map[string]bool{}
 	for _, c := range chunks {
 		switch c.Type {
+		case ChunkToolInputStart:
+			// A call of another message of the run may have the id.
+			given[c.ToolCallID] = false
 		case ChunkToolInputAvailable:
 			given[c.ToolCallID] = true
 		case ChunkToolOutput, ChunkToolOutputError:
