@@ -197,6 +197,15 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 		}
 		return &Plan{Answer: a}, nil
 	}
+	if !known[last.ID] && snap != nil {
+		for _, r := range snap.Runs {
+			if r.ID == snap.Thread.ActiveRunID && r.Status == tether.RunWaiting && r.Request != nil {
+				// What the engine would refuse as an active run, said as
+				// the user sees it: a question left open.
+				return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then send", r.ID, r.Request.ID)
+			}
+		}
+	}
 	p.Key = "ai-sdk:" + last.ID
 	return p, nil
 }

@@ -266,3 +266,17 @@ func TestAISDKChatWithoutRunRightCreatesNothing(t *testing.T) {
 		t.Fatalf("refused, and the chat's thread was made: %d %s", got.status, got.body)
 	}
 }
+
+// TestAISDKNewMessageWhileAsked: a new message sent while the chat's run
+// waits for the answer to its request is 409 run_active saying so, and
+// what to do; it said only that the thread had an active run, which the
+// user, shown a question, does not see.
+func TestAISDKNewMessageWhileAsked(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	v.mustDo(200, "POST", chatAPI, chatBody("c", []any{userMsg("u1", "ask")}, `{"tokens":3,"delay_ms":0,"ask":true}`))
+	r := v.do("POST", chatAPI, chatBody("c", []any{userMsg("u1", "ask"), userMsg("u2", "never mind")}, ""))
+	if r.status != 409 || r.code() != "run_active" || !strings.Contains(string(r.body), "waits for the answer") {
+		t.Fatalf("a new message while the run asks: %d %s", r.status, r.body)
+	}
+	v.mustDo(202, "POST", chatAPI+"/c/stop", nil)
+}
