@@ -83,9 +83,10 @@ export interface TransportStats {
  * reconnects from the offset of the last event it delivered, so useChat's
  * stream goes on as if nothing happened and no chunk is sent twice. On a page
  * load (`useChat({resume: true})`, when it knows no offset) it falls back to
- * the server's rebuild of the answer from its snapshot: the one active when
- * {@link loadMessages} loaded the chat's messages, even if it has ended
- * since (else the active one).
+ * the server's rebuild of the active answer from its snapshot, or, with
+ * none active, of the chat's last answer if a run has appended since
+ * {@link loadMessages} loaded the chat's messages (an answer that ended
+ * between the load and the resume).
  *
  * `resumeStreamIsReplay` is `false`: when useChat itself resumes after the
  * transport gave up (a long outage), the stream continues from the exact
@@ -165,9 +166,9 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
   /**
    * Resumes a chat's answer: from the exact offset of the stream this
    * transport last served for the chat, else (a page load) the server's
-   * rebuild of the answer that was active when {@link loadMessages} loaded
-   * the chat, or has started since (without it: of the active answer).
-   * `null` when nothing is active (or nothing happened since the load).
+   * rebuild of the active answer, or, with none active, of the last one
+   * if a run has appended since {@link loadMessages} loaded the chat.
+   * `null` when nothing is active and nothing happened since the load.
    */
   async reconnectToStream(
     options: Parameters<ChatTransport<UI_MESSAGE>['reconnectToStream']>[0],
