@@ -145,6 +145,7 @@ func FuzzProjection(f *testing.F) {
 			// message, or is not there when there is none.
 			return
 		}
+		late := lateCalls(chunks)
 		final := fold(t, evs)
 		snap, _ := final.RunSnapshot("r1")
 		running := !snap.Runs[0].Status.Terminal()
@@ -165,11 +166,11 @@ func FuzzProjection(f *testing.F) {
 			}
 			return
 		}
-		if normal(rebuilt, running, asked(rebuilt, whole)) != normal(whole, running, asked(rebuilt, whole)) {
-			t.Fatalf("rebuilt:\n%s\nlive:\n%s\nchunks:\n%s", normal(rebuilt, running, asked(rebuilt, whole)), normal(whole, running, asked(rebuilt, whole)), want)
+		if normal(rebuilt, running, asked(rebuilt, whole), late) != normal(whole, running, asked(rebuilt, whole), late) {
+			t.Fatalf("rebuilt:\n%s\nlive:\n%s\nchunks:\n%s", normal(rebuilt, running, asked(rebuilt, whole), late), normal(whole, running, asked(rebuilt, whole), late), want)
 		}
-		if listed == nil || normal(*listed, running, asked(*listed, whole)) != normal(whole, running, asked(*listed, whole)) {
-			t.Fatalf("Messages: %+v\nlive: %s", listed, normal(whole, running, true))
+		if listed == nil || normal(*listed, running, asked(*listed, whole), late) != normal(whole, running, asked(*listed, whole), late) {
+			t.Fatalf("Messages: %+v\nlive: %s", listed, normal(whole, running, true, late))
 		}
 	})
 }

@@ -106,11 +106,15 @@ func Apply(m *UIMessage, c Chunk) { apply(m, c, nil) }
 // partIndex finds the tool parts of a message being built by call id, so
 // that a message of n tool calls is built in O(n), not O(n²) as searching
 // its parts for each chunk does.
-type partIndex map[string]int
+type partIndex struct {
+	calls map[string]int
+}
+
+func newPartIndex() *partIndex { return &partIndex{calls: map[string]int{}} }
 
 // apply is Apply, finding parts through idx if it is not nil (it must then
 // have seen every chunk applied to m).
-func apply(m *UIMessage, c Chunk, idx partIndex) {
+func apply(m *UIMessage, c Chunk, idx *partIndex) {
 	if m.Role == "" {
 		m.Role = "assistant"
 	}
@@ -126,10 +130,27 @@ func apply(m *UIMessage, c Chunk, idx partIndex) {
 		if idx == nil {
 			return last(func(p *UIPart) bool { return p.ToolCallID == id })
 		}
-		if i, ok := idx[id]; ok {
+		if i, ok := idx.calls[id]; ok {
 			return &m.Parts[i]
 		}
 		return nil
+	}
+	// stepTool is the tool part of the call in the message's current
+	// step: useChat looks for the part a tool-input-start or
+	// tool-input-available updates there only, and adds a new part if it
+	// is not.
+	stepTool := func(id string) *UIPart {
+		p := tool(id)
+		if p == nil {
+			return nil
+		}
+		i := len(m.Parts) - 1
+		for ; i >= 0 && &m.Parts[i] != p; i-- {
+			if m.Parts[i].Type == "step-start" {
+				return nil
+			}
+		}
+		return p
 	}
 	switch c.Type {
 	case ChunkStart:
@@ -162,12 +183,12 @@ func apply(m *UIMessage, c Chunk, idx partIndex) {
 			p.State = StateDone
 		}
 	case ChunkToolInputStart, ChunkToolInputAvailable:
-		p := tool(c.ToolCallID)
+		p := stepTool(c.ToolCallID)
 		if p == nil {
 			m.Parts = append(m.Parts, UIPart{ToolCallID: c.ToolCallID})
 			p = &m.Parts[len(m.Parts)-1]
 			if idx != nil {
-				idx[c.ToolCallID] = len(m.Parts) - 1
+				idx.calls[c.ToolCallID] = len(m.Parts) - 1
 			}
 		}
 		p.Type = "tool-" + c.ToolName
@@ -193,7 +214,10 @@ func apply(m *UIMessage, c Chunk, idx partIndex) {
 		}
 	case ChunkToolOutputError:
 		if p := tool(c.ToolCallID); p != nil {
-			p.State, p.ErrorText, p.RawInput = StateOutputError, c.ErrorText, ""
+			p.State, p.ErrorText = StateOutputError, c.ErrorText
+			if p.Type == "dynamic-tool" {
+				p.RawInput = "" // a static tool's failure keeps its raw input
+			}
 		}
 	default:
 		if strings.HasPrefix(c.Type, ChunkDataPrefix) && !c.Transient {
@@ -312,7 +336,7 @@ func Messages(snap *tether.Snapshot) []UIMessage {
 		}
 		chunks, _ := Prelude(&tether.Snapshot{Runs: []tether.Run{r}, Messages: msgs})
 		ui := UIMessage{}
-		idx := partIndex{}
+		idx := newPartIndex()
 		started := false
 		for _, c := range chunks {
 			started = started || c.Type == ChunkStart

@@ -88,6 +88,13 @@ func DecodeChatRequest(body []byte) (*ChatRequest, error) {
 		if !tether.ValidID(m.ID) {
 			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: id must be %s", i, tether.IDRule)
 		}
+		switch m.Role {
+		case "user", "assistant", "system":
+		default:
+			// A UIMessage has one of these; a message of another role
+			// would be skipped, and a run made as if nothing was asked.
+			return nil, tether.Errorf(tether.CodeBadRequest, "messages[%d]: role must be user, assistant or system", i)
+		}
 		req.Messages = append(req.Messages, m)
 	}
 	return req, nil
@@ -126,8 +133,9 @@ type Answer struct {
 //   - submit-message ending with the assistant message of a waiting run,
 //     whose request's part has its output: that output answers the
 //     request;
-//   - regenerate-message: a run that replaces the answer named by
-//     messageId (else the last one), keyed by that answer's id.
+//   - regenerate-message: a run that replaces the answer to the chat's
+//     last question (regenerateTarget), keyed by that answer's id, or,
+//     when the question has no answer, by the last run's.
 func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	if len(req.Messages) == 0 && req.Trigger == TriggerSubmit {
 		return nil, tether.Errorf(tether.CodeBadRequest, "messages is empty")
@@ -164,25 +172,24 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 	}
 
 	if req.Trigger == TriggerRegenerate {
-		target := req.MessageID
-		if target == "" && snap != nil {
-			ui := Messages(snap)
-			for i := len(ui) - 1; i >= 0; i-- {
-				if ui[i].Role == "assistant" {
-					target = ui[i].ID
-					break
-				}
-			}
+		target, key, err := regenerateTarget(req, snap)
+		if err != nil {
+			return nil, err
 		}
-		if target == "" {
-			return nil, tether.Errorf(tether.CodeBadRequest, "nothing to regenerate: the chat has no answer")
+		p.Key = "ai-sdk:regenerate:" + key
+		if target != "" {
+			p.Metadata = runs.MergePatch(objectOr(req.Metadata), mustJSON(map[string]any{RegenerateKey: map[string]string{"regenerates": target}}))
 		}
-		p.Key = "ai-sdk:regenerate:" + target
-		p.Metadata = runs.MergePatch(objectOr(req.Metadata), mustJSON(map[string]any{RegenerateKey: map[string]string{"regenerates": target}}))
 		return p, nil
 	}
 
 	last := req.Messages[len(req.Messages)-1]
+	if req.MessageID != "" && req.MessageID == last.ID && last.Role != "assistant" && edited(last, snap) {
+		// useChat's edit of a message (sendMessage({text, messageId})):
+		// the thread holds the message as it was, and would take the
+		// request for a retry of the one that sent it.
+		return nil, tether.Errorf(tether.CodeConflict, "message %s is in the chat already, with another text: a message cannot be edited (the chat's log is append-only); send a new one, or regenerate the answer", last.ID)
+	}
 	if last.Role == "assistant" {
 		a, err := answerOf(last, snap)
 		if err != nil {
@@ -190,8 +197,43 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 		}
 		return &Plan{Answer: a}, nil
 	}
+	if !known[last.ID] && snap != nil {
+		for _, r := range snap.Runs {
+			if r.ID == snap.Thread.ActiveRunID && r.Status == tether.RunWaiting && r.Request != nil {
+				// What the engine would refuse as an active run, said as
+				// the user sees it: a question left open.
+				return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then send", r.ID, r.Request.ID)
+			}
+		}
+	}
 	p.Key = "ai-sdk:" + last.ID
 	return p, nil
+}
+
+// edited reports whether the thread holds a message of m's id with
+// another text than m's.
+func edited(m InMessage, snap *tether.Snapshot) bool {
+	if snap == nil {
+		return false
+	}
+	for _, held := range snap.Messages {
+		if held.ID != m.ID {
+			continue
+		}
+		var was, is []string
+		for _, p := range held.Parts {
+			if p.Type == tether.PartText {
+				was = append(was, p.Text)
+			}
+		}
+		for _, p := range m.Parts {
+			if p.Type == "text" {
+				is = append(is, p.Text)
+			}
+		}
+		return strings.Join(was, "\n") != strings.Join(is, "\n")
+	}
+	return false
 }
 
 // answerOf finds, in the assistant message a client sent last, the
@@ -216,6 +258,67 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 		}
 	}
 	return nil, tether.Errorf(tether.CodeConflict, "the last message, %s, is not the answer of a run that waits for input", last.ID)
+}
+
+// regenerateTarget returns the answer a regenerate-message replaces ("" if
+// the question it names has none: its run failed or was stopped before
+// it answered) and what keys the run. The question is messageId's (an
+// answer, or the user message it answers), else the request's last
+// message (useChat leaves the answer it regenerates out of the messages
+// it sends), else the chat's last. Only the answer to the chat's last
+// question can be replaced: the log is append-only, so an answer made
+// again for an earlier one would follow the later questions, and be made
+// with them in view.
+func regenerateTarget(req *ChatRequest, snap *tether.Snapshot) (target, key string, err error) {
+	anchor := req.MessageID
+	if anchor == "" && len(req.Messages) > 0 {
+		anchor = req.Messages[len(req.Messages)-1].ID
+	}
+	var ui []UIMessage
+	var lastRun string
+	if snap != nil {
+		ui = Messages(snap)
+		if n := len(snap.Runs); n > 0 {
+			lastRun = snap.Runs[n-1].ID
+		}
+	}
+	if anchor == "" && len(ui) > 0 {
+		anchor = ui[len(ui)-1].ID
+	}
+	at := -1
+	for i, m := range ui {
+		if m.ID == anchor {
+			at = i
+		}
+	}
+	switch {
+	case at < 0 && req.MessageID != "":
+		// Not a message of the chat's: an answer already replaced (a
+		// stale tab; its key finds the run that replaced it), or one
+		// the chat never had.
+		return anchor, anchor, nil
+	case anchor == "":
+		return "", "", tether.Errorf(tether.CodeBadRequest, "nothing to regenerate: the chat has no messages")
+	case at < 0:
+		// A question the chat does not hold yet (the run's input).
+		return "", anchor, nil
+	case ui[at].Role == "assistant":
+		target = anchor
+	}
+	for _, m := range ui[at+1:] {
+		switch m.Role {
+		case "user":
+			return "", "", tether.Errorf(tether.CodeConflict, "message %s is not the answer to the chat's last question: only that answer can be made again (the chat's log is append-only)", anchor)
+		case "assistant":
+			target = m.ID
+		}
+	}
+	if target != "" {
+		return target, target, nil
+	}
+	// No answer to replace: the question is asked again, once per run
+	// that ended without answering it.
+	return "", lastRun, nil
 }
 
 // uiMessageID is the id of a run's UI message: its first assistant

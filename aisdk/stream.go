@@ -28,6 +28,9 @@ type Stream struct {
 	// request is the call id shown for the open request of the run, if
 	// the stream showed one (run.input answers it).
 	request string
+	// steps counts the UI message's start-step chunks: useChat finds the
+	// part a tool-input-available updates in the current step only.
+	steps int
 }
 
 // msgState is what the projection tracks of one assistant message: enough
@@ -50,6 +53,7 @@ type toolState struct {
 	name    string
 	input   []byte // streamed input
 	running bool
+	step    int // the step its part is in (Stream.steps)
 }
 
 // NewStream returns the projection of a run, before any event after its
@@ -126,7 +130,7 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 		}
 		out = s.closePart(out, m)
 		out = s.step(out, m, tether.PartTool)
-		m.tools[ev.CallID] = &toolState{name: ev.Name, running: true}
+		m.tools[ev.CallID] = &toolState{name: ev.Name, running: true, step: s.steps}
 		m.order = append(m.order, ev.CallID)
 		m.parts++
 		m.last = tether.PartTool
@@ -155,7 +159,7 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 		if len(input) == 0 {
 			input = streamedInput(t.input)
 		}
-		out = finishTool(out, ev.CallID, t, input, ev.Output, ev.Error)
+		out = s.finishTool(out, ev.CallID, t, input, ev.Output, ev.Error)
 	case tether.EventMessageUpdated:
 		if m := s.msgs[ev.MessageID]; m != nil && m.id == s.id {
 			out = append(out, Chunk{Type: ChunkMessageMetadata, Metadata: ev.Metadata})
@@ -204,6 +208,7 @@ func (s *Stream) start(out []Chunk, id string, metadata json.RawMessage) []Chunk
 func (s *Stream) startMessage(out []Chunk, id string, metadata json.RawMessage) []Chunk {
 	out = s.start(out, id, metadata)
 	s.msgs[id] = &msgState{id: id, tools: map[string]*toolState{}}
+	s.steps++
 	return append(out, Chunk{Type: ChunkStartStep})
 }
 
@@ -253,7 +258,7 @@ func (s *Stream) endMessage(out []Chunk, m *msgState, status tether.MessageStatu
 		if status != tether.MessageDone {
 			errv = json.RawMessage(`"The tool call did not finish."`)
 		}
-		out = finishTool(out, id, t, streamedInput(t.input), nil, errv)
+		out = s.finishTool(out, id, t, streamedInput(t.input), nil, errv)
 	}
 	m.stepEnd = true
 	return append(out, Chunk{Type: ChunkFinishStep})
@@ -289,7 +294,7 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 	case tether.PartTool:
 		out = s.closePart(out, m)
 		out = s.step(out, m, tether.PartTool)
-		t := &toolState{name: p.Name, running: true, input: []byte(p.InputText)}
+		t := &toolState{name: p.Name, running: true, input: []byte(p.InputText), step: s.steps}
 		m.tools[p.CallID] = t
 		m.order = append(m.order, p.CallID)
 		m.parts++
@@ -310,7 +315,7 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 			// A call its message ended keeps its streamed input as text.
 			input = streamedInput([]byte(p.InputText))
 		}
-		return finishTool(out, p.CallID, t, input, p.Output, errv)
+		return s.finishTool(out, p.CallID, t, input, p.Output, errv)
 	case tether.PartData:
 		out = s.closePart(out, m)
 		m.parts++
@@ -330,6 +335,7 @@ func (s *Stream) step(out []Chunk, m *msgState, typ string) []Chunk {
 	split := m.asked || (m.last == tether.PartTool && typ != tether.PartTool)
 	m.asked = false
 	if split {
+		s.steps++
 		out = append(out, Chunk{Type: ChunkFinishStep}, Chunk{Type: ChunkStartStep})
 	}
 	return out
@@ -348,10 +354,19 @@ func (s *Stream) newPart(out []Chunk, m *msgState, typ string) []Chunk {
 	return append(out, Chunk{Type: ChunkTextStart, ID: m.open})
 }
 
-// finishTool ends a tool call: its input, then its output or error.
-func finishTool(out []Chunk, callID string, t *toolState, input, output, errv json.RawMessage) []Chunk {
+// finishTool ends a tool call: its input, then its output or error. A
+// call whose part is in an earlier step (text or reasoning followed it
+// while it ran) gets its output only: useChat looks for the part a
+// tool-input-available updates in the current step alone, and would add
+// a second part for the call, the first left streaming its input for
+// good; the output finds the part wherever it is. The part then keeps the
+// input streamed into it (an input given only as the call finished is
+// not shown there until the message is loaded again).
+func (s *Stream) finishTool(out []Chunk, callID string, t *toolState, input, output, errv json.RawMessage) []Chunk {
 	t.running = false
-	out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: callID, ToolName: t.name, Input: input})
+	if t.step == s.steps {
+		out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: callID, ToolName: t.name, Input: input})
+	}
 	if len(errv) > 0 && string(errv) != "null" {
 		return append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: callID, ErrorText: errorText(errv)})
 	}

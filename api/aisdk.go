@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -40,42 +39,35 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The request is planned, and its run checked, before the thread is
+	// created: a request refused for what it says leaves nothing behind.
 	snap, err := s.chatThread(ctx, p, req.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	plan, err := aisdk.PlanChat(req, snap)
+	plan, run, err := s.aisdkPlan(r, req, snap)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	a := actRun
-	if plan.Answer != nil {
-		a = actAnswer
-	}
-	if err := allowFlag(p, a); err != nil {
-		s.writeError(w, r, err)
-		return
+	if snap == nil {
+		err := s.createChatThread(ctx, p, actRead, req.ID)
+		if err == nil {
+			// Planned again with what the thread holds: another tab's
+			// first message may have made it meanwhile.
+			if snap, err = s.chatThread(ctx, p, req.ID); err == nil {
+				plan, run, err = s.aisdkPlan(r, req, snap)
+			}
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if plan.Answer != nil {
 		s.aisdkAnswer(w, r, plan.Answer)
 		return
-	}
-	run := engine.RunRequest{
-		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
-		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
-	}
-	if snap == nil {
-		// A new chat: its thread is made once the run is known to be valid.
-		if err := s.e.CheckRunRequest(ctx, run); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := s.createChatThread(ctx, p, actRead, req.ID); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
 	}
 	rc, err := s.e.CreateRun(ctx, req.ID, run)
 	if err != nil {
@@ -90,6 +82,33 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		return aisdk.NewStream(rc.Run), nil, "", nil
 	})
+}
+
+// aisdkPlan plans a chat request on the thread as it stands (snap, nil
+// for one that does not exist yet): what it asks, whether the caller may
+// ask it, and the run it creates, checked.
+func (s *Server) aisdkPlan(r *http.Request, req *aisdk.ChatRequest, snap *tether.Snapshot) (*aisdk.Plan, engine.RunRequest, error) {
+	plan, err := aisdk.PlanChat(req, snap)
+	if err != nil {
+		return nil, engine.RunRequest{}, err
+	}
+	a := actRun
+	if plan.Answer != nil {
+		a = actAnswer
+	}
+	if err := allowFlag(principalOf(r), a); err != nil {
+		return nil, engine.RunRequest{}, err
+	}
+	run := engine.RunRequest{
+		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: plan.Input},
+		Metadata: plan.Metadata, IdempotencyKey: plan.Key,
+	}
+	if plan.Answer == nil && snap == nil {
+		// A new thread's: its key is new too, so CreateRun would refuse
+		// it only once the thread was made.
+		err = s.e.CheckRunRequest(r.Context(), run)
+	}
+	return plan, run, err
 }
 
 // aisdkAnswer answers a waiting run's request and streams what follows:
@@ -147,140 +166,6 @@ func (s *Server) aisdkFromSnapshot(w http.ResponseWriter, r *http.Request, runID
 		chunks, proj := aisdk.Prelude(sub.Snapshot)
 		return proj, chunks, sub.Snapshot.Offset, nil
 	})
-}
-
-// aisdkResume answers GET …/chat/{chat}/stream: without a cursor (what
-// useChat sends on mount), the active run's UI message rebuilt from its
-// snapshot, then live, or 204 when no run is active; with ?run_id= and
-// ?after= (what TetherChatTransport sends after a drop), the run's chunks
-// after that offset, exactly; with ?run_id= alone, that run rebuilt.
-func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
-	if err := singleParams(r, "after", "run_id"); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q := r.URL.Query()
-	threadID := r.PathValue("chat")
-	after, runID := q.Get("after"), q.Get("run_id")
-	if after == "" && runID == "" {
-		th, err := s.e.Thread(r.Context(), threadID)
-		if errors.Is(err, tether.ErrNotFound) || err == nil && !principalOf(r).sees(th.Thread.Owner, threadID) {
-			// None yet, or (created since guard looked) not the user's.
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if th.Thread.ActiveRunID == "" {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		s.aisdkFromSnapshot(w, r, th.Thread.ActiveRunID)
-		return
-	}
-	if after == "" {
-		// A run of this chat (a stream that dropped before its first
-		// frame with an id): rebuilt from its snapshot.
-		s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
-			chunks, proj := aisdk.Prelude(sub.Snapshot)
-			return proj, chunks, sub.Snapshot.Offset, nil
-		})
-		return
-	}
-	cursor, err := tether.ParseCursor(after)
-	if err == nil && (runID == "" || cursor == tether.OffsetNow || cursor == tether.OffsetStart) {
-		err = tether.Errorf(tether.CodeBadRequest, "after (an offset of the chat's log) goes with run_id")
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	// The run is folded up to the cursor before the stream subscribes
-	// from it, so that the stream's subscription takes in nothing while
-	// the fold reads (aisdkFold).
-	if err := s.allow(r.Context(), principalOf(r), actRead, threadID); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	gone := tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
-	proj, err := s.aisdkFold(r.Context(), threadID, runID, cursor, gone)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.aisdkServe(w, r, engine.SubscribeRequest{ThreadID: threadID, RunID: runID, Cursor: cursor}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
-		if sub.Snapshot != nil {
-			return nil, nil, "", gone // the chat changed since the fold
-		}
-		return proj, nil, "", nil
-	})
-}
-
-// foldPage is how many records aisdkFold and aguiFold read from the
-// store at once (at most about a megabyte of them: engine.ReadLog).
-const foldPage = 512
-
-// aisdkFold returns a run's projection as of offset after, by folding the
-// run's events up to it: the chunks that follow depend on what came
-// before (which part is open), and the client holds that already. It
-// answers gone if after is not an event of the chat's log.
-//
-// The log is read from the store a page at a time, at the fold's own
-// pace: a subscription (of the hub) would take in what the run appends
-// while the fold reads, and on a long run be cut as too slow; the client
-// would resume, fold again and be cut again, without end.
-func (s *Server) aisdkFold(ctx context.Context, threadID, runID string, after tether.Offset, gone error) (*aisdk.Stream, error) {
-	var proj *aisdk.Stream
-	seen := false // after is an event of the log
-	for from := tether.OffsetStart; ; {
-		recs, more, err := s.e.ReadLog(ctx, threadID, from, foldPage)
-		if tether.CodeOf(err) == tether.CodeBadRequest {
-			// An offset just read is no longer in the log: the chat
-			// was deleted and created again meanwhile.
-			return nil, gone
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range recs {
-			seen = seen || rec.Offset == after
-			past := rec.Offset.After(after)
-			if past && seen && proj != nil {
-				return proj, nil
-			}
-			if rec.RunID != runID || (past && proj != nil) {
-				continue
-			}
-			ev, err := rec.Decode()
-			if err != nil {
-				return nil, err
-			}
-			if proj == nil {
-				if ev.Type != tether.EventRunCreated || ev.Run == nil {
-					return nil, tether.Errorf(tether.CodeInternal, "run %s starts with %s", runID, ev.Type)
-				}
-				// A cursor before the run (an earlier run's offset): the
-				// projection starts at its run.created, which the live
-				// subscription delivers.
-				proj = aisdk.NewStream(*ev.Run)
-			}
-			if !past {
-				proj.Event(ev)
-			}
-		}
-		if !more {
-			switch {
-			case proj == nil:
-				return nil, tether.Errorf(tether.CodeNotFound, "run %s not found", runID)
-			case !seen:
-				return nil, gone
-			}
-			return proj, nil
-		}
-		from = recs[len(recs)-1].Offset
-	}
 }
 
 // aisdkStop answers POST …/chat/{chat}/stop: it cancels the chat's

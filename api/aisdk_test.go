@@ -182,7 +182,11 @@ func TestAISDKResumeFromEveryOffset(t *testing.T) {
 	if res := v.mustDo(410, "GET", chatAPI+"/chat2/stream?run_id="+run+"&after=0000000001_0000000000000001", nil); res.code() != "gone" {
 		t.Errorf("code %q", res.code())
 	}
-	v.mustDo(400, "GET", chatAPI+"/chat2/stream?after=0000000001_0000000000000001", nil)
+	// The same without run_id (a page's load, brought up to date): 410.
+	v.mustDo(410, "GET", chatAPI+"/chat2/stream?after=0000000001_0000000000000001", nil)
+	v.mustDo(400, "GET", chatAPI+"/chat2/stream?after=now", nil)
+	v.mustDo(400, "GET", chatAPI+"/chat2/stream?after=-1&run_id="+run, nil)
+	v.mustDo(400, "GET", chatAPI+"/chat2/stream?run_id=&after="+frames[len(frames)-1].id, nil)
 }
 
 // TestAISDKWaitingAndAnswer: a run that asks for input ends its stream

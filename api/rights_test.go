@@ -142,6 +142,7 @@ func TestOthersThreadLooksMissing(t *testing.T) {
 		{"GET", "/v1/ag-ui/threads/{t}/events", ""},
 		{"GET", "/v1/ai-sdk/ext/chat/{t}/messages", ""},
 		{"GET", "/v1/ai-sdk/ext/chat/{t}/stream", ""},
+		{"GET", "/v1/ai-sdk/ext/chat/{t}/stream?after=-1", ""},
 		{"POST", "/v1/ai-sdk/ext/chat/{t}/stop", ""},
 		{"GET", "/v1/stream/threads/{t}?offset=-1", ""},
 	} {

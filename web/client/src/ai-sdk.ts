@@ -83,7 +83,10 @@ export interface TransportStats {
  * reconnects from the offset of the last event it delivered, so useChat's
  * stream goes on as if nothing happened and no chunk is sent twice. On a page
  * load (`useChat({resume: true})`, when it knows no offset) it falls back to
- * the server's rebuild of the active answer from its snapshot.
+ * the server's rebuild of the active answer from its snapshot, or, with
+ * none active, of the chat's last answer if a run has appended since
+ * {@link loadMessages} loaded the chat's messages (an answer that ended
+ * between the load and the resume).
  *
  * `resumeStreamIsReplay` is `false`: when useChat itself resumes after the
  * transport gave up (a long outage), the stream continues from the exact
@@ -92,7 +95,9 @@ export interface TransportStats {
  * @example
  * ```ts
  * const transport = new TetherChatTransport({ api: '/v1/ai-sdk/demo/chat' });
- * const { messages, sendMessage } = useChat({ id: chatId, transport, resume: true });
+ * const initial = await transport.loadMessages(chatId);
+ * // in a component:
+ * const { messages, sendMessage } = useChat({ id: chatId, messages: initial, transport, resume: true });
  * ```
  */
 export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> implements ChatTransport<UI_MESSAGE> {
@@ -103,6 +108,8 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
 
   private readonly opts: TetherChatTransportOptions;
   private readonly positions = new Map<string, ChatPosition>();
+  /** The offsets chats' messages were loaded as of (loadMessages), until a stream of the chat is followed. */
+  private readonly loadedAt = new Map<string, string>();
   private readonly tokens: TokenKeeper;
   private readonly sentWith = new WeakMap<Response, string | undefined>();
 
@@ -117,6 +124,25 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
     return p ? { ...p } : undefined;
   }
 
+  /**
+   * Loads a chat's messages (`GET {api}/{chatId}/messages`), for useChat's
+   * `messages`, and notes the offset they are as of: the next
+   * `reconnectToStream` of the chat (useChat's resume on mount) then
+   * brings it up to date from there, also when the answer it holds partly
+   * has ended meanwhile (a resume that asks only for the active answer is
+   * told there is none, and leaves the partial answer as the whole).
+   */
+  async loadMessages(chatId: string): Promise<UI_MESSAGE[]> {
+    const res = await this.request(`${this.base()}/${encodeURIComponent(chatId)}/messages`, {
+      method: 'GET',
+      headers: await this.headers(undefined),
+    });
+    const offset = res.headers.get('tether-offset');
+    if (offset) this.loadedAt.set(chatId, offset);
+    else this.loadedAt.delete(chatId);
+    return (await res.json()) as UI_MESSAGE[];
+  }
+
   /** Sends the chat's messages (`POST {api}`) and returns the answer's chunks, resumed across drops. */
   async sendMessages(options: Parameters<ChatTransport<UI_MESSAGE>['sendMessages']>[0]): Promise<ReadableStream<UIMessageChunk>> {
     const { chatId, messages, trigger, messageId, abortSignal } = options;
@@ -124,7 +150,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       ...this.opts.body,
       ...(options.body as Record<string, unknown> | undefined),
       id: chatId,
-      messages,
+      messages: unanswered(messages),
       trigger,
       ...(messageId !== undefined ? { messageId } : {}),
     };
@@ -140,7 +166,9 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
   /**
    * Resumes a chat's answer: from the exact offset of the stream this
    * transport last served for the chat, else (a page load) the server's
-   * rebuild of the active answer. `null` when nothing is active.
+   * rebuild of the active answer, or, with none active, of the last one
+   * if a run has appended since {@link loadMessages} loaded the chat.
+   * `null` when nothing is active and nothing happened since the load.
    */
   async reconnectToStream(
     options: Parameters<ChatTransport<UI_MESSAGE>['reconnectToStream']>[0],
@@ -148,7 +176,9 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
     const { chatId, abortSignal } = options;
     const pos = this.positions.get(chatId);
     let url = `${this.base()}/${encodeURIComponent(chatId)}/stream`;
+    const loaded = this.loadedAt.get(chatId);
     if (pos && !pos.ended) url += this.cursor(pos);
+    else if (loaded) url += `?after=${encodeURIComponent(loaded)}`;
     const res = await this.request(url, { method: 'GET', headers: await this.headers(options.headers), signal: abortSignal ?? null });
     if (res.status === 204) return null;
     return this.follow(chatId, res, abortSignal, options.headers);
@@ -215,6 +245,7 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
         ? prev
         : { runId: runId ? decodeURIComponent(runId) : '', offset: undefined, ended: false };
     this.positions.set(chatId, pos);
+    this.loadedAt.delete(chatId); // the chat's streams are followed from here
     const initial = this.opts.backoff?.initialMs ?? 250;
     const maxWait = this.opts.backoff?.maxMs ?? 5000;
     const maxAttempts = this.opts.maxAttempts ?? 8;
@@ -337,6 +368,18 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       },
     });
   }
+}
+
+/**
+ * The messages of a chat request that the server reads: the user and
+ * system messages (those it does not hold yet are the run's input), and
+ * the last message, whatever it is (an answer whose request it answers).
+ * The other answers the chat's thread holds already; sent again with
+ * every request, a long chat would outgrow the largest request body the
+ * server takes (`--max-body`).
+ */
+function unanswered<M extends UIMessage>(messages: M[]): M[] {
+  return messages.filter((m, i) => m.role !== 'assistant' || i === messages.length - 1);
 }
 
 function isTerminal(c: UIMessageChunk): boolean {

@@ -4,7 +4,7 @@
 // (?chat=&tokens=&delay_ms=). Served on the server's origin by the test.
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, type ChatTransport, type UIMessage } from 'ai';
-import { useMemo, useState } from 'react';
+import { useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { TetherChatTransport } from '../../src/ai-sdk.js';
 
@@ -33,11 +33,7 @@ function Part({ part }: { part: UIMessage['parts'][number] }) {
   return null;
 }
 
-function App({ initial }: { initial: UIMessage[] }) {
-  const transport = useMemo(
-    () => (q.get('transport') === 'tether' ? new TetherChatTransport({ api, body }) : new DefaultChatTransport({ api, body })),
-    [],
-  );
+function App({ initial, transport }: { initial: UIMessage[]; transport: ChatTransport<UIMessage> }) {
   window.transport = transport;
   const { messages, sendMessage, status, error } = useChat({ id: chatId, messages: initial, transport, resume: true });
   const [text, setText] = useState('');
@@ -69,5 +65,22 @@ function App({ initial }: { initial: UIMessage[] }) {
   );
 }
 
-const initial = (await (await fetch(`${api}/${encodeURIComponent(chatId)}/messages`)).json()) as UIMessage[];
-createRoot(document.getElementById('root')!).render(<App initial={initial} />);
+// As the quick starts of docs/ai-sdk.md load a chat: its messages, and the
+// offset they are as of for the resume.
+let initial: UIMessage[];
+let transport: ChatTransport<UIMessage>;
+if (q.get('transport') === 'tether') {
+  const tether = new TetherChatTransport({ api, body });
+  initial = await tether.loadMessages(chatId);
+  transport = tether;
+} else {
+  const res = await fetch(`${api}/${encodeURIComponent(chatId)}/messages`);
+  const loadedAt = res.headers.get('Tether-Offset');
+  initial = (await res.json()) as UIMessage[];
+  transport = new DefaultChatTransport({
+    api,
+    body,
+    prepareReconnectToStreamRequest: ({ id }) => ({ api: `${api}/${encodeURIComponent(id)}/stream${loadedAt ? `?after=${loadedAt}` : ''}` }),
+  });
+}
+createRoot(document.getElementById('root')!).render(<App initial={initial} transport={transport} />);
