@@ -22,7 +22,7 @@ func TestRefusedChatRequestCreatesNoThread(t *testing.T) {
 	}{
 		{"AI SDK, unknown agent", "/v1/ai-sdk/nosuch/chat", `{"id":"c1","messages":` + user + `}`, 400},
 		{"AI SDK, a file part", "/v1/ai-sdk/demo/chat", `{"id":"c2","messages":[{"id":"u1","role":"user","parts":[{"type":"file","url":"x"}]}]}`, 400},
-		{"AI SDK, nothing to regenerate", "/v1/ai-sdk/demo/chat", `{"id":"c3","trigger":"regenerate-message","messages":` + user + `}`, 400},
+		{"AI SDK, nothing to regenerate", "/v1/ai-sdk/demo/chat", `{"id":"c3","trigger":"regenerate-message","messages":[]}`, 400},
 		{"AI SDK, metadata too large", "/v1/ai-sdk/demo/chat", `{"id":"c4","messages":` + user + `,"metadata":{"x":"` + strings.Repeat("x", 70000) + `"}}`, 400},
 		{"AG-UI, unknown agent", "/v1/ag-ui/nosuch", `{"threadId":"g1","runId":"r1","messages":[{"id":"u1","role":"user","content":"hi"}]}`, 400},
 		{"AG-UI, unknown role", "/v1/ag-ui/demo", `{"threadId":"g2","runId":"r1","messages":[{"id":"u1","role":"bogus","content":"hi"}]}`, 400},
