@@ -296,11 +296,8 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 			}
 			// A stream far behind may catch up for long: neither
 			// shutdown nor the token's exp waits for that (endDue).
-			switch s.endDue(time.Time{}, p) {
-			case endShutdown:
-				return
-			case endExpired:
-				panic(http.ErrAbortHandler) // as on the beat, below
+			if s.endDue(time.Time{}, p) != "" {
+				panic(http.ErrAbortHandler) // as at shutdown and on the beat, below
 			}
 			continue
 		}
@@ -308,7 +305,13 @@ func (s *Server) aisdkServe(w http.ResponseWriter, r *http.Request, req engine.S
 		case <-ctx.Done():
 			return
 		case <-s.shutdown:
-			return
+			// Mid-answer: a clean end would read as the answer's end to
+			// the default transport (a deploy would leave every open page
+			// with a cut answer shown as whole), so the response is
+			// aborted; the client resumes, from another node or once the
+			// server is back.
+			flush()
+			panic(http.ErrAbortHandler)
 		case <-s.beat.next():
 			if s.lapsed(p) {
 				// The token expired. A clean end would read as the
