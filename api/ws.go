@@ -327,12 +327,14 @@ func (wc *wsConn) unsubscribe(id string) {
 	wc.mu.Lock()
 	sub := wc.subs[id]
 	delete(wc.subs, id)
+	if sub != nil {
+		sub.stop(wsUnsubscribed) // under wc.mu: see end
+	}
 	wc.mu.Unlock()
 	if sub == nil {
 		wc.sendError(id, tether.Errorf(tether.CodeNotFound, "subscription %s not found", id))
 		return
 	}
-	sub.stop(wsUnsubscribed)
 	<-sub.done
 }
 
@@ -345,11 +347,9 @@ func (wc *wsConn) stopAll(reason string) {
 	for id, sub := range wc.subs {
 		subs = append(subs, sub)
 		delete(wc.subs, id)
+		sub.stop(reason) // under wc.mu: see end
 	}
 	wc.mu.Unlock()
-	for _, sub := range subs {
-		sub.stop(reason)
-	}
 	wc.subWG.Wait()
 }
 

@@ -55,7 +55,8 @@ func newWSSub(id string, es *engine.Subscription) *wsSub {
 	return sub
 }
 
-// stop asks the subscription's goroutine to end with reason.
+// stop asks the subscription's goroutine to end with reason. It is called
+// under the socket's mu, with the subscription's removal from its map.
 func (sub *wsSub) stop(reason string) {
 	sub.once.Do(func() {
 		sub.reason = reason
@@ -250,19 +251,31 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 // The socket forgets the id in the same step: a client may use it again as
 // soon as it reads the end, and a subscribe that finds it free has the end
 // queued before its own frames.
+//
+// Whichever comes first under wc.mu decides the reason: this end, or a
+// stop (an unsubscribe, the socket's close), which takes the subscription
+// out of the socket's map in the same step. A subscription that reaches
+// its own end (run_finished, …) while an unsubscribe waits for it ends
+// unsubscribed, so that the unsubscribe has its answer; one whose end came
+// first is no longer open, and the unsubscribe is answered not_found.
 func (wc *wsConn) end(sub *wsSub, reason string, resume tether.Offset) {
-	f := wsFrame{head: []byte(jsonOf(struct {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.subs[sub.id] == sub {
+		delete(wc.subs, sub.id)
+	} else {
+		select {
+		case <-sub.halt:
+			reason = sub.reason
+		default:
+		}
+	}
+	wc.out.push(wsFrame{head: []byte(jsonOf(struct {
 		Op     string        `json:"op"`
 		ID     string        `json:"id"`
 		Reason string        `json:"reason"`
 		Offset tether.Offset `json:"offset,omitempty"`
-	}{"end", sub.id, reason, resume}))}
-	wc.mu.Lock()
-	wc.out.push(f)
-	if wc.subs[sub.id] == sub {
-		delete(wc.subs, sub.id)
-	}
-	wc.mu.Unlock()
+	}{"end", sub.id, reason, resume}))})
 }
 
 func subscribedFrame(id string, es *engine.Subscription) []byte {
