@@ -175,9 +175,9 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 		}
 		*resume = rec.Offset
 	}
-	if len(recs) > 0 {
-		*resume = es.Scanned()
-	}
+	// Past what was queued: what the filters skipped, also when they
+	// skipped all of it (the records were then none, or just the end).
+	*resume = es.Scanned()
 	if err != nil {
 		if reason := wc.endReason(sub, err); reason != "" {
 			wc.end(sub, reason, *resume)
