@@ -14,6 +14,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // The WebSocket endpoint, GET /v1/ws: many subscriptions on one socket, as
@@ -194,6 +195,13 @@ func (wc *wsConn) handle(typ websocket.MessageType, data []byte) {
 	}
 	if !json.Valid(data) {
 		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "the frame is not valid JSON"))
+		return
+	}
+	// JSON is UTF-8 (RFC 8259), as a request body must be (readBody);
+	// decoding does not check it, and would turn every id that is not
+	// into U+FFFD, echoed as another id than the client's.
+	if err := nest.Check(data); err != nil {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "the frame %v", err))
 		return
 	}
 	if b := bytes.TrimLeft(data, " \t\r\n"); len(b) == 0 || b[0] != '{' {

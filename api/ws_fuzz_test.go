@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // FuzzWSFrame sends arbitrary client frames on one WebSocket, as a page
@@ -39,7 +41,7 @@ func FuzzWSFrame(f *testing.F) {
 		`{"op":"subscribe","id":"f","thread_id":"` + tid + `","after":"1/2"}`,
 		`{"op":"subscribe","id":"g","thread_id":"` + tid + `","bogus":1}`,
 		`{"op":"unsubscribe","id":"zz"}`, `{"op":"ping","id":"p"}`, `{"op":"ping"}`, `{"op":"pong"}`,
-		`{"op":"x","id":1}`, `{"id":"` + strings.Repeat("i", 129) + `"}`, `[]`, `"op"`, `{`, ``, ` {"op":"ping"} `,
+		`{"op":"x","id":1}`, "{\"op\":\"ping\",\"id\":\"\xff\"}", `{"id":"` + strings.Repeat("i", 129) + `"}`, `[]`, `"op"`, `{`, ``, ` {"op":"ping"} `,
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -137,7 +139,7 @@ func FuzzWSFrame(f *testing.F) {
 			Op json.RawMessage `json:"op"`
 			ID json.RawMessage `json:"id"`
 		}
-		obj := !binary && json.Valid(data) && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
+		obj := !binary && json.Valid(data) && nest.Check(data) == nil && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
 		var op, id string
 		idOK := false
 		if obj {
