@@ -277,22 +277,9 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, tether.Errorf(tether.CodeForbidden, "a worker token may only subscribe to runs"))
 		return
 	}
-	// The rights are checked on each subscribe, as on each request.
-	if req.RunID != "" {
-		if err := wc.s.mayReadRun(wc.ctx, wc.p, req.RunID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
-		if err := wc.s.allowRun(wc.ctx, wc.p, actRead, req.RunID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
-	}
-	if req.ThreadID != "" {
-		if err := wc.s.allow(wc.ctx, wc.p, actRead, req.ThreadID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
+	if err := wc.mayFollow(req); err != nil {
+		wc.sendError(id, err)
+		return
 	}
 	cursor, err := tether.ParseCursor(req.After)
 	if err != nil {
@@ -326,6 +313,34 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 	wc.subWG.Add(1)
 	wc.mu.Unlock()
 	go wc.follow(sub)
+}
+
+// mayFollow checks the socket's rights to what req follows, on each
+// subscribe as on each request. A worker's run, or a user's thread, is
+// looked up in the store when the node has not loaded it: the look is
+// bounded by SubscribeTimeout, as the subscribe is, so that a store that
+// does not answer leaves no frame of the socket without an answer.
+func (wc *wsConn) mayFollow(req wsRequest) error {
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.SubscribeTimeout)
+	defer cancel()
+	err := func() error {
+		if req.RunID != "" {
+			if err := wc.s.mayReadRun(ctx, wc.p, req.RunID); err != nil {
+				return err
+			}
+			if err := wc.s.allowRun(ctx, wc.p, actRead, req.RunID); err != nil {
+				return err
+			}
+		}
+		if req.ThreadID != "" {
+			return wc.s.allow(ctx, wc.p, actRead, req.ThreadID)
+		}
+		return nil
+	}()
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return errSubscribeTimeout
+	}
+	return err
 }
 
 // unsubscribe ends a subscription with reason unsubscribed. It waits for
