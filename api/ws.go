@@ -366,9 +366,7 @@ func (wc *wsConn) unsubscribe(id string) {
 func (wc *wsConn) stopAll(reason string) {
 	wc.mu.Lock()
 	wc.closing = true
-	subs := make([]*wsSub, 0, len(wc.subs))
 	for id, sub := range wc.subs {
-		subs = append(subs, sub)
 		delete(wc.subs, id)
 		sub.stop(reason) // under wc.mu: see end
 	}
