@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/testutil"
 )
 
 // An unsubscribe of an open subscription is answered by its end
@@ -69,4 +71,52 @@ func TestWSUnsubscribeRacesRunEnd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An unsubscribe is answered while the subscription waits on the store
+// (its catch-up reads a page of the log, and the store does not answer):
+// the read is given up. The unsubscribe waited for the read, the socket's
+// reader with it, so that no later frame was answered, nor the server's
+// control pings read back, and the socket was cut a write timeout later
+// without an end.
+func TestWSUnsubscribeWhileReadWaitsOnStore(t *testing.T) {
+	defer api.SetWSQueueBytes(1 << 10)()
+	h := &storeHeld{Store: testutil.OpenStore(t, ""), reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
+	t.Cleanup(h.release)
+	v := newEnvStore(t, h, api.Options{Heartbeat: 50 * time.Millisecond, WriteTimeout: time.Second}, catchUpEngine())
+	v.longThread("t1", 200)
+	w := v.ws("")
+	w.subscribe("a", "thread_id", "t1", "after", "-1")
+	w.expect("subscribed", "a")
+	h.hold()
+	// Read what the catch-up queued (and the server's pings) meanwhile.
+	frames := make(chan wsMsg, 1024)
+	go func() {
+		defer close(frames)
+		for {
+			m, err := w.next()
+			if err != nil {
+				return
+			}
+			frames <- m
+		}
+	}()
+	<-h.reading // the catch-up waits on the store
+	w.send(`{"op":"unsubscribe","id":"a"}`)
+	w.send(`{"op":"ping","id":"p"}`)
+	var end wsMsg
+	for m := range frames {
+		switch {
+		case m.Op == "end":
+			end = m
+		case m.Op == "pong" && m.ID == "p":
+			if end.Reason != "unsubscribed" || end.Offset == "" {
+				t.Fatalf("pong before the end unsubscribed (end: %q)", end.raw)
+			}
+			return
+		case m.Op != "event":
+			t.Fatalf("frame %s", m.raw)
+		}
+	}
+	t.Fatalf("the socket closed without answering the unsubscribe (end: %q)", end.raw)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -37,17 +38,24 @@ type wsSub struct {
 	halt   chan struct{} // closed by stop
 	reason string        // why halt was closed; set before
 	done   chan struct{} // closed when the goroutine has ended
+	// ctx is the socket's, also ended by stop: a read of the log that
+	// the store does not answer is given up when the subscription is
+	// stopped, rather than hold up the unsubscribe (and so the socket's
+	// reader) or the socket's close for as long as the store takes.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// first are the subscribed frame and, when due, the snapshot's: built
 	// by the subscribe, whose goroutine has the stack for encoding them,
 	// and queued by follow, which then drops them.
 	first [2][]byte
 }
 
-func newWSSub(id string, es *engine.Subscription) *wsSub {
+func newWSSub(ctx context.Context, id string, es *engine.Subscription) *wsSub {
 	sub := &wsSub{
 		id: id, es: es, prefix: []byte(`{"op":"event","id":` + jsonOf(id) + `,"event":`),
 		halt: make(chan struct{}), done: make(chan struct{}),
 	}
+	sub.ctx, sub.cancel = context.WithCancel(ctx)
 	sub.first[0] = subscribedFrame(id, es)
 	if es.Snapshot != nil {
 		sub.first[1] = snapshotFrame(id, es.Snapshot)
@@ -61,6 +69,7 @@ func (sub *wsSub) stop(reason string) {
 	sub.once.Do(func() {
 		sub.reason = reason
 		close(sub.halt)
+		sub.cancel()
 	})
 }
 
@@ -111,6 +120,7 @@ func (wc *wsConn) follow(sub *wsSub) {
 // finish ends a subscription's goroutine: the engine's subscription is
 // closed, the socket forgets it, and whoever waits for it goes on.
 func (wc *wsConn) finish(sub *wsSub) {
+	sub.cancel()
 	sub.es.Close()
 	wc.forget(sub)
 	close(sub.done)
@@ -168,7 +178,7 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 	default:
 	}
 	es := sub.es
-	recs, err := es.TryNext(wc.ctx)
+	recs, err := es.TryNext(sub.ctx)
 	for _, rec := range recs {
 		if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, *resume) {
 			return stepEnded
@@ -179,6 +189,14 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 	// skipped all of it (the records were then none, or just the end).
 	*resume = es.Scanned()
 	if err != nil {
+		if sub.ctx.Err() != nil {
+			// Stopped while it read (or the socket is gone): the read
+			// was given up.
+			if wc.ctx.Err() == nil {
+				wc.end(sub, sub.reason, *resume)
+			}
+			return stepEnded
+		}
 		if reason := wc.endReason(sub, err); reason != "" {
 			wc.end(sub, reason, *resume)
 		}
@@ -237,7 +255,7 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 		// the same outage.
 		return wsError
 	}
-	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
+	if _, terr := wc.s.e.Thread(sub.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
 		return wsThreadDeleted
 	}
 	wc.s.log.Warn("websocket subscription ended", "request_id", wc.reqID, "id", sub.id,
