@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
@@ -83,7 +82,7 @@ func TestWSUnsubscribeWhileReadWaitsOnStore(t *testing.T) {
 	defer api.SetWSQueueBytes(1 << 10)()
 	h := &storeHeld{Store: testutil.OpenStore(t, ""), reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
 	t.Cleanup(h.release)
-	v := newEnvStore(t, h, api.Options{Heartbeat: 50 * time.Millisecond, WriteTimeout: time.Second}, catchUpEngine())
+	v := newEnvStore(t, h, api.Options{}, catchUpEngine())
 	v.longThread("t1", 200)
 	w := v.ws("")
 	w.subscribe("a", "thread_id", "t1", "after", "-1")
