@@ -42,5 +42,4 @@ func TestWSEndOffsetPastSkippedEvents(t *testing.T) {
 	if m := w.expect("end", "r"); m.Reason != "run_finished" || m.Offset != fin[1].Offset {
 		t.Fatalf("end %s, want run_finished at %s (the delta was %s)", m.raw, fin[1].Offset, delta.Offset)
 	}
-
 }
