@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
@@ -79,28 +81,7 @@ func TestWSUnsubscribeRacesRunEnd(t *testing.T) {
 // control pings read back, and the socket was cut a write timeout later
 // without an end.
 func TestWSUnsubscribeWhileReadWaitsOnStore(t *testing.T) {
-	defer api.SetWSQueueBytes(1 << 10)()
-	h := &storeHeld{Store: testutil.OpenStore(t, ""), reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
-	t.Cleanup(h.release)
-	v := newEnvStore(t, h, api.Options{}, catchUpEngine())
-	v.longThread("t1", 200)
-	w := v.ws("")
-	w.subscribe("a", "thread_id", "t1", "after", "-1")
-	w.expect("subscribed", "a")
-	h.hold()
-	// Read what the catch-up queued (and the server's pings) meanwhile.
-	frames := make(chan wsMsg, 1024)
-	go func() {
-		defer close(frames)
-		for {
-			m, err := w.next()
-			if err != nil {
-				return
-			}
-			frames <- m
-		}
-	}()
-	<-h.reading // the catch-up waits on the store
+	_, w, frames, _ := heldCatchUp(t)
 	w.send(`{"op":"unsubscribe","id":"a"}`)
 	w.send(`{"op":"ping","id":"p"}`)
 	var end wsMsg
@@ -118,4 +99,60 @@ func TestWSUnsubscribeWhileReadWaitsOnStore(t *testing.T) {
 		}
 	}
 	t.Fatalf("the socket closed without answering the unsubscribe (end: %q)", end.raw)
+}
+
+// At shutdown, a subscription whose read of the log waits on the store
+// gets its end (shutdown, with its offset) and the socket its close
+// (1001): the read is given up. Shutdown waited for the read.
+func TestWSShutdownWhileReadWaitsOnStore(t *testing.T) {
+	v, _, frames, closed := heldCatchUp(t)
+	go v.srv.Shutdown()
+	var end wsMsg
+	for m := range frames {
+		switch {
+		case m.Op == "end":
+			end = m
+		case m.Op != "event":
+			t.Fatalf("frame %s", m.raw)
+		}
+	}
+	if end.Reason != "shutdown" || end.Offset == "" {
+		t.Fatalf("end %q, want shutdown with an offset", end.raw)
+	}
+	if err := <-closed; websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("closed with %v, want 1001", err)
+	}
+}
+
+// heldCatchUp opens a socket with a subscription "a" that catches up on a
+// long thread from the store, a page at a time (through a small queue),
+// and returns once a read of it waits on the store, which does not answer
+// until the test ends. The socket's frames come on frames, read meanwhile
+// (the server's pings answered); then the error that ended it on closed.
+func heldCatchUp(t *testing.T) (*env, *wsClient, <-chan wsMsg, <-chan error) {
+	t.Helper()
+	t.Cleanup(api.SetWSQueueBytes(1 << 10))
+	h := &storeHeld{Store: testutil.OpenStore(t, ""), reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
+	t.Cleanup(h.release)
+	v := newEnvStore(t, h, api.Options{}, catchUpEngine())
+	v.longThread("t1", 200)
+	w := v.ws("")
+	w.subscribe("a", "thread_id", "t1", "after", "-1")
+	w.expect("subscribed", "a")
+	h.hold()
+	frames := make(chan wsMsg, 1024)
+	closed := make(chan error, 1)
+	go func() {
+		defer close(frames)
+		for {
+			m, err := w.next()
+			if err != nil {
+				closed <- err
+				return
+			}
+			frames <- m
+		}
+	}()
+	<-h.reading
+	return v, w, frames, closed
 }
