@@ -14,6 +14,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/engine"
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // The WebSocket endpoint, GET /v1/ws: many subscriptions on one socket, as
@@ -196,6 +197,13 @@ func (wc *wsConn) handle(typ websocket.MessageType, data []byte) {
 		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "the frame is not valid JSON"))
 		return
 	}
+	// JSON is UTF-8 (RFC 8259), as a request body must be (readBody);
+	// decoding does not check it, and would turn every id that is not
+	// into U+FFFD, echoed as another id than the client's.
+	if err := nest.Check(data); err != nil {
+		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "the frame %v", err))
+		return
+	}
 	if b := bytes.TrimLeft(data, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		wc.sendError("", tether.Errorf(tether.CodeBadRequest, "a frame must be a JSON object"))
 		return
@@ -269,22 +277,9 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, tether.Errorf(tether.CodeForbidden, "a worker token may only subscribe to runs"))
 		return
 	}
-	// The rights are checked on each subscribe, as on each request.
-	if req.RunID != "" {
-		if err := wc.s.mayReadRun(wc.ctx, wc.p, req.RunID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
-		if err := wc.s.allowRun(wc.ctx, wc.p, actRead, req.RunID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
-	}
-	if req.ThreadID != "" {
-		if err := wc.s.allow(wc.ctx, wc.p, actRead, req.ThreadID); err != nil {
-			wc.sendError(id, err)
-			return
-		}
+	if err := wc.mayFollow(req); err != nil {
+		wc.sendError(id, err)
+		return
 	}
 	cursor, err := tether.ParseCursor(req.After)
 	if err != nil {
@@ -305,7 +300,7 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, err)
 		return
 	}
-	sub := newWSSub(id, es)
+	sub := newWSSub(wc.ctx, id, es)
 	wc.mu.Lock()
 	if wc.closing {
 		wc.mu.Unlock()
@@ -320,6 +315,34 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 	go wc.follow(sub)
 }
 
+// mayFollow checks the socket's rights to what req follows, on each
+// subscribe as on each request. A worker's run, or a user's thread, is
+// looked up in the store when the node has not loaded it: the look is
+// bounded by SubscribeTimeout, as the subscribe is, so that a store that
+// does not answer leaves no frame of the socket without an answer.
+func (wc *wsConn) mayFollow(req wsRequest) error {
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.s.opts.SubscribeTimeout)
+	defer cancel()
+	err := func() error {
+		if req.RunID != "" {
+			if err := wc.s.mayReadRun(ctx, wc.p, req.RunID); err != nil {
+				return err
+			}
+			if err := wc.s.allowRun(ctx, wc.p, actRead, req.RunID); err != nil {
+				return err
+			}
+		}
+		if req.ThreadID != "" {
+			return wc.s.allow(ctx, wc.p, actRead, req.ThreadID)
+		}
+		return nil
+	}()
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return errSubscribeTimeout
+	}
+	return err
+}
+
 // unsubscribe ends a subscription with reason unsubscribed. It waits for
 // the subscription's goroutine, so that its end frame comes before
 // anything about a later subscription with the same id.
@@ -327,12 +350,14 @@ func (wc *wsConn) unsubscribe(id string) {
 	wc.mu.Lock()
 	sub := wc.subs[id]
 	delete(wc.subs, id)
+	if sub != nil {
+		sub.stop(wsUnsubscribed) // under wc.mu: see end
+	}
 	wc.mu.Unlock()
 	if sub == nil {
 		wc.sendError(id, tether.Errorf(tether.CodeNotFound, "subscription %s not found", id))
 		return
 	}
-	sub.stop(wsUnsubscribed)
 	<-sub.done
 }
 
@@ -341,15 +366,11 @@ func (wc *wsConn) unsubscribe(id string) {
 func (wc *wsConn) stopAll(reason string) {
 	wc.mu.Lock()
 	wc.closing = true
-	subs := make([]*wsSub, 0, len(wc.subs))
 	for id, sub := range wc.subs {
-		subs = append(subs, sub)
 		delete(wc.subs, id)
+		sub.stop(reason) // under wc.mu: see end
 	}
 	wc.mu.Unlock()
-	for _, sub := range subs {
-		sub.stop(reason)
-	}
 	wc.subWG.Wait()
 }
 

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherhq/tether/internal/nest"
 )
 
 // FuzzWSFrame sends arbitrary client frames on one WebSocket, as a page
@@ -38,7 +41,7 @@ func FuzzWSFrame(f *testing.F) {
 		`{"op":"subscribe","id":"f","thread_id":"` + tid + `","after":"1/2"}`,
 		`{"op":"subscribe","id":"g","thread_id":"` + tid + `","bogus":1}`,
 		`{"op":"unsubscribe","id":"zz"}`, `{"op":"ping","id":"p"}`, `{"op":"ping"}`, `{"op":"pong"}`,
-		`{"op":"x","id":1}`, `{"id":"` + strings.Repeat("i", 129) + `"}`, `[]`, `"op"`, `{`, ``, ` {"op":"ping"} `,
+		`{"op":"x","id":1}`, "{\"op\":\"ping\",\"id\":\"\xff\"}", `{"id":"` + strings.Repeat("i", 129) + `"}`, `[]`, `"op"`, `{`, ``, ` {"op":"ping"} `,
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -65,13 +68,20 @@ func FuzzWSFrame(f *testing.F) {
 		Event          json.RawMessage
 		raw            []byte
 	}
-	read := func(t *testing.T) frame {
+	// got is every frame read for the current input, shown when one that
+	// is awaited does not come.
+	var got []frame
+	read := func(t *testing.T, awaited string) frame {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for {
 			typ, b, err := c.Read(ctx)
 			if err != nil {
-				t.Fatalf("read: %v", err)
+				var all []string
+				for _, m := range got {
+					all = append(all, string(m.raw))
+				}
+				t.Fatalf("waiting for %s: %v; read so far: %s", awaited, err, strings.Join(all, " "))
 			}
 			var m frame
 			if typ != websocket.MessageText || json.Unmarshal(b, &m) != nil || m.Op == "" {
@@ -82,6 +92,7 @@ func FuzzWSFrame(f *testing.F) {
 				t.Fatalf("event %s is not in the log", m.Event)
 			}
 			if m.Op != "ping" {
+				got = append(got, m)
 				return m
 			}
 		}
@@ -99,6 +110,16 @@ func FuzzWSFrame(f *testing.F) {
 		if c == nil {
 			dial(t)
 		}
+		// After a failure the socket may be closed (a read that timed out
+		// closes it) or hold answers not read: the next input starts on a
+		// new one, and fails only for itself.
+		t.Cleanup(func() {
+			if t.Failed() && c != nil {
+				c.CloseNow()
+				c = nil
+			}
+		})
+		got = got[:0]
 		typ := websocket.MessageText
 		if binary {
 			typ = websocket.MessageBinary
@@ -118,7 +139,7 @@ func FuzzWSFrame(f *testing.F) {
 			Op json.RawMessage `json:"op"`
 			ID json.RawMessage `json:"id"`
 		}
-		obj := !binary && json.Valid(data) && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
+		obj := !binary && json.Valid(data) && nest.Check(data) == nil && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
 		var op, id string
 		idOK := false
 		if obj {
@@ -137,19 +158,22 @@ func FuzzWSFrame(f *testing.F) {
 		// ping sent after it are both in, then once more to see that
 		// nothing else follows.
 		write(t, typ, data)
-		var got, answers []frame
+		var answers []frame
 		for round := 0; round < 2; round++ {
 			write(t, websocket.MessageText, []byte(`{"op":"ping","id":"~sync"}`))
 			synced := false
 			for !synced || len(answers) < want {
-				m := read(t)
+				awaited := fmt.Sprintf("the answer to %q", data)
+				if !synced {
+					awaited = fmt.Sprintf("pong ~sync (round %d) after %q", round+1, data)
+				}
+				m := read(t, awaited)
 				switch {
 				case m.Op == "pong" && m.ID == "~sync":
 					synced = true
 				case m.Op == "subscribed" || m.Op == "error" || m.Op == "pong" || m.Op == "end" && m.Reason == "unsubscribed":
 					answers = append(answers, m)
 				}
-				got = append(got, m)
 			}
 		}
 		if want == 0 {
@@ -194,7 +218,7 @@ func FuzzWSFrame(f *testing.F) {
 			b, _ := json.Marshal(map[string]string{"op": "unsubscribe", "id": id})
 			write(t, websocket.MessageText, b)
 			for {
-				m := read(t)
+				m := read(t, fmt.Sprintf("the answer to the unsubscribe of %q (its end unsubscribed, or not_found after its own end)", id))
 				if m.ID == id && (m.Op == "end" && m.Reason == "unsubscribed" || m.Op == "error" && m.Error != nil && m.Error.Code == "not_found") {
 					break
 				}

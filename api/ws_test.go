@@ -358,6 +358,12 @@ func TestWSErrors(t *testing.T) {
 		{"id not a string", `{"op":"subscribe","id":7,"thread_id":"t1"}`, false, "bad_request", ""},
 		{"id too long", `{"op":"subscribe","id":"` + strings.Repeat("i", 129) + `","thread_id":"t1"}`, false, "bad_request", ""},
 		{"binary frame", `{"op":"ping"}`, true, "bad_request", ""},
+		// Not UTF-8: the id would come back as another (U+FFFD), the
+		// same for every such id; a JSON text is UTF-8 (RFC 8259), as a
+		// request body must be.
+		{"id not UTF-8", "{\"op\":\"subscribe\",\"id\":\"\xff\",\"thread_id\":\"t1\"}", false, "bad_request", ""},
+		{"ping id not UTF-8", "{\"op\":\"ping\",\"id\":\"p\xc3\"}", false, "bad_request", ""},
+		{"thread not UTF-8", "{\"op\":\"subscribe\",\"id\":\"x\",\"thread_id\":\"t1\xff\"}", false, "bad_request", ""},
 		{"unknown field", `{"op":"subscribe","id":"x","thread":"t1"}`, false, "bad_request", "x"},
 		{"bad types", `{"op":"subscribe","id":"x","thread_id":"t1","types":"text.delta"}`, false, "bad_request", "x"},
 		{"no thread", `{"op":"unsubscribe","id":"x"}`, false, "not_found", "x"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -37,17 +38,24 @@ type wsSub struct {
 	halt   chan struct{} // closed by stop
 	reason string        // why halt was closed; set before
 	done   chan struct{} // closed when the goroutine has ended
+	// ctx is the socket's, also ended by stop: a read of the log that
+	// the store does not answer is given up when the subscription is
+	// stopped, rather than hold up the unsubscribe (and so the socket's
+	// reader) or the socket's close for as long as the store takes.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// first are the subscribed frame and, when due, the snapshot's: built
 	// by the subscribe, whose goroutine has the stack for encoding them,
 	// and queued by follow, which then drops them.
 	first [2][]byte
 }
 
-func newWSSub(id string, es *engine.Subscription) *wsSub {
+func newWSSub(ctx context.Context, id string, es *engine.Subscription) *wsSub {
 	sub := &wsSub{
 		id: id, es: es, prefix: []byte(`{"op":"event","id":` + jsonOf(id) + `,"event":`),
 		halt: make(chan struct{}), done: make(chan struct{}),
 	}
+	sub.ctx, sub.cancel = context.WithCancel(ctx)
 	sub.first[0] = subscribedFrame(id, es)
 	if es.Snapshot != nil {
 		sub.first[1] = snapshotFrame(id, es.Snapshot)
@@ -55,11 +63,13 @@ func newWSSub(id string, es *engine.Subscription) *wsSub {
 	return sub
 }
 
-// stop asks the subscription's goroutine to end with reason.
+// stop asks the subscription's goroutine to end with reason. It is called
+// under the socket's mu, with the subscription's removal from its map.
 func (sub *wsSub) stop(reason string) {
 	sub.once.Do(func() {
 		sub.reason = reason
 		close(sub.halt)
+		sub.cancel()
 	})
 }
 
@@ -110,6 +120,7 @@ func (wc *wsConn) follow(sub *wsSub) {
 // finish ends a subscription's goroutine: the engine's subscription is
 // closed, the socket forgets it, and whoever waits for it goes on.
 func (wc *wsConn) finish(sub *wsSub) {
+	sub.cancel()
 	sub.es.Close()
 	wc.forget(sub)
 	close(sub.done)
@@ -167,17 +178,25 @@ func (wc *wsConn) forward(sub *wsSub, resume *tether.Offset) int {
 	default:
 	}
 	es := sub.es
-	recs, err := es.TryNext(wc.ctx)
+	recs, err := es.TryNext(sub.ctx)
 	for _, rec := range recs {
 		if !wc.put(sub, wsFrame{head: sub.prefix, event: rec.Data}, *resume) {
 			return stepEnded
 		}
 		*resume = rec.Offset
 	}
-	if len(recs) > 0 {
-		*resume = es.Scanned()
-	}
+	// Past what was queued: what the filters skipped, also when they
+	// skipped all of it (the records were then none, or just the end).
+	*resume = es.Scanned()
 	if err != nil {
+		if sub.ctx.Err() != nil {
+			// Stopped while it read (or the socket is gone): the read
+			// was given up.
+			if wc.ctx.Err() == nil {
+				wc.end(sub, sub.reason, *resume)
+			}
+			return stepEnded
+		}
 		if reason := wc.endReason(sub, err); reason != "" {
 			wc.end(sub, reason, *resume)
 		}
@@ -236,7 +255,7 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 		// the same outage.
 		return wsError
 	}
-	if _, terr := wc.s.e.Thread(wc.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
+	if _, terr := wc.s.e.Thread(sub.ctx, sub.es.ThreadID); tether.CodeOf(terr) == tether.CodeNotFound {
 		return wsThreadDeleted
 	}
 	wc.s.log.Warn("websocket subscription ended", "request_id", wc.reqID, "id", sub.id,
@@ -250,19 +269,31 @@ func (wc *wsConn) endReason(sub *wsSub, err error) string {
 // The socket forgets the id in the same step: a client may use it again as
 // soon as it reads the end, and a subscribe that finds it free has the end
 // queued before its own frames.
+//
+// Whichever comes first under wc.mu decides the reason: this end, or a
+// stop (an unsubscribe, the socket's close), which takes the subscription
+// out of the socket's map in the same step. A subscription that reaches
+// its own end (run_finished, …) while an unsubscribe waits for it ends
+// unsubscribed, so that the unsubscribe has its answer; one whose end came
+// first is no longer open, and the unsubscribe is answered not_found.
 func (wc *wsConn) end(sub *wsSub, reason string, resume tether.Offset) {
-	f := wsFrame{head: []byte(jsonOf(struct {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.subs[sub.id] == sub {
+		delete(wc.subs, sub.id)
+	} else {
+		select {
+		case <-sub.halt:
+			reason = sub.reason
+		default:
+		}
+	}
+	wc.out.push(wsFrame{head: []byte(jsonOf(struct {
 		Op     string        `json:"op"`
 		ID     string        `json:"id"`
 		Reason string        `json:"reason"`
 		Offset tether.Offset `json:"offset,omitempty"`
-	}{"end", sub.id, reason, resume}))}
-	wc.mu.Lock()
-	wc.out.push(f)
-	if wc.subs[sub.id] == sub {
-		delete(wc.subs, sub.id)
-	}
-	wc.mu.Unlock()
+	}{"end", sub.id, reason, resume}))})
 }
 
 func subscribedFrame(id string, es *engine.Subscription) []byte {
