@@ -125,8 +125,8 @@ func TestWSShutdownWhileReadWaitsOnStore(t *testing.T) {
 }
 
 // heldCatchUp opens a socket with a subscription "a" that catches up on a
-// long thread from the store, a page at a time (through a small queue),
-// and returns once a read of it waits on the store, which does not answer
+// long thread from the store, and returns once its first read of the
+// log waits on the store, which does not answer
 // until the test ends. The socket's frames come on frames, read meanwhile
 // (the server's pings answered); then the error that ended it on closed.
 func heldCatchUp(t *testing.T) (*env, *wsClient, <-chan wsMsg, <-chan error) {
@@ -137,9 +137,11 @@ func heldCatchUp(t *testing.T) (*env, *wsClient, <-chan wsMsg, <-chan error) {
 	v := newEnvStore(t, h, api.Options{}, catchUpEngine())
 	v.longThread("t1", 200)
 	w := v.ws("")
+	// Held before the subscribe: once the catch-up began, the server could
+	// write all of the thread into the socket's buffers before a hold.
+	h.hold()
 	w.subscribe("a", "thread_id", "t1", "after", "-1")
 	w.expect("subscribed", "a")
-	h.hold()
 	frames := make(chan wsMsg, 1024)
 	closed := make(chan error, 1)
 	go func() {
