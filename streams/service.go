@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -295,7 +296,16 @@ func (s *Service) expired(ctx context.Context, id string, v *view) (bool, error)
 	return !now.Before(last.Add(ttlOf(v))), nil
 }
 
-func ttlOf(v *view) time.Duration { return time.Duration(*v.meta.TTL) * time.Second }
+// ttlOf returns a stream's TTL. One longer than a time.Duration holds
+// (about 292 years; a client asking for "forever" may send more) is the
+// longest there is: converted as it is, it would wrap around to a window
+// that has already run out, and the stream would expire at once.
+func ttlOf(v *view) time.Duration {
+	if *v.meta.TTL > int64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(*v.meta.TTL) * time.Second
+}
 
 // lastAccess returns when a stream was last read or written, as far as
 // this node knows: reads are tracked in memory (and, on a shared store,
