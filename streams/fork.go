@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"net/url"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -28,7 +29,10 @@ type forkPlan struct {
 }
 
 // SourcePath returns the stream path a Stream-Forked-From header names: a
-// path under /v1/stream/, or a URL whose path is.
+// path under /v1/stream/, or a URL whose path is. The path is
+// percent-decoded, as a request's is before it names a stream, so that a
+// stream's URL (its Location) names it whatever its name holds; a value
+// that is not a valid escape is taken as it is.
 func SourcePath(header string) string {
 	p := header
 	if i := strings.Index(p, "://"); i >= 0 {
@@ -41,6 +45,9 @@ func SourcePath(header string) string {
 	}
 	if k := strings.IndexAny(p, "?#"); k >= 0 {
 		p = p[:k]
+	}
+	if d, err := url.PathUnescape(p); err == nil {
+		p = d
 	}
 	p = strings.TrimPrefix(p, "/v1/stream/")
 	return strings.TrimPrefix(p, "/")

@@ -130,3 +130,42 @@ func firstDiff(a, b string) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestForkSourceByItsURL: Stream-Forked-From names the source as its URL
+// does, percent-encoded (header values are ASCII; Location hands the URL
+// out so), and the request path is decoded before it names a stream: the
+// header must be decoded too. It was not, so a source whose name holds a
+// space, a "%" or any non-ASCII letter could not be forked by its URL
+// (404), and one whose name has none of these still can, as can one named
+// by an unescaped value that is not a valid escape.
+func TestForkSourceByItsURL(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	const ct = "text/plain"
+	resp, body := s.do("PUT", "notes/Jos%C3%A9%201%2525", "source", "Content-Type", ct)
+	s.want(resp, body, 201)
+	loc := resp.Header.Get("Location")
+	if loc != "/v1/stream/notes/Jos%C3%A9%201%2525" {
+		t.Fatalf("Location %q", loc)
+	}
+	for i, from := range []string{loc, s.URL + loc, s.URL + loc + "?offset=-1"} {
+		path := fmt.Sprintf("fork-%d", i)
+		resp, body = s.do("PUT", path, "", "Content-Type", ct, "Stream-Forked-From", from)
+		s.want(resp, body, 201)
+		resp, body = s.do("GET", path, "")
+		s.want(resp, body, 200)
+		if body != "source" {
+			t.Fatalf("fork of %s: %q", from, body)
+		}
+	}
+	resp, body = s.do("PUT", "100%25", "literal", "Content-Type", ct)
+	s.want(resp, body, 201)
+	resp, body = s.do("PUT", "fork-literal", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/100%")
+	s.want(resp, body, 201)
+	resp, body = s.do("GET", "fork-literal", "")
+	if body != "literal" {
+		t.Fatalf("fork of a literal %%: %q", body)
+	}
+	// Decoded, the source is held to the rules of any path.
+	resp, body = s.do("PUT", "fork-dots", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/notes/%2E%2E/x")
+	s.want(resp, body, 400)
+}
