@@ -48,6 +48,11 @@ type Options struct {
 	// (a create with data, an append, a close), with the stream's path. It
 	// runs on the appender's goroutine and must not block.
 	OnAppend func(path string)
+	// OnDelete, if set, is called when a stream is deleted or expires
+	// (removed, or marked deleted while forks read it), with its path. It
+	// runs with the stream's write lock held, before a stream can be
+	// created again at the path, and must not block.
+	OnDelete func(path string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.

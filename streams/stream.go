@@ -406,6 +406,15 @@ func (s *Service) commitErr(err error) error {
 // mark is an event, so that writes racing it on other nodes fail their
 // version, and their live readers see it and end.
 func (s *Service) remove(ctx context.Context, e *entry, v *view) (release string, kept bool, err error) {
+	if !v.meta.Deleted && s.opts.OnDelete != nil {
+		// Reported once, as the stream stops being one (a stream marked
+		// deleted before was reported then), and only once it has.
+		defer func() {
+			if err == nil {
+				s.opts.OnDelete(pathOf(e.id))
+			}
+		}()
+	}
 	if s.opts.Shared && !v.meta.Deleted {
 		if v, err = s.markDeleted(ctx, e, v); err != nil {
 			return "", false, err
