@@ -53,9 +53,28 @@ func SourcePath(header string) string {
 	return strings.TrimPrefix(p, "/")
 }
 
+// forkSourceID returns the stream a create forks, if it names one that
+// can be (planFork says why not).
+func forkSourceID(req CreateRequest) (string, bool) {
+	if req.ForkedFrom == "" {
+		return "", false
+	}
+	src := SourcePath(req.ForkedFrom)
+	if checkPath(src) != nil {
+		return "", false
+	}
+	if _, ok := threadLog(src); ok {
+		return "", false
+	}
+	sid := threadID(src)
+	return sid, sid != threadID(req.Path)
+}
+
 // planFork checks a fork of req.ForkedFrom into the stream target and
-// locks the source. The caller must call unlock.
-func (s *Service) planFork(ctx context.Context, target string, req CreateRequest) (*forkPlan, error) {
+// locks the source, unless held is the source's entry, locked by the
+// caller (see Create: the source's lock comes first when its ID sorts
+// before the fork's). The caller must call unlock.
+func (s *Service) planFork(ctx context.Context, target string, req CreateRequest, held *entry) (*forkPlan, error) {
 	src := SourcePath(req.ForkedFrom)
 	if err := checkPath(src); err != nil {
 		return nil, err
@@ -67,13 +86,17 @@ func (s *Service) planFork(ctx context.Context, target string, req CreateRequest
 	if sid == target {
 		return nil, errorf(CodeBadRequest, "a stream cannot be forked into itself")
 	}
-	e := s.lockEntry(sid)
+	e, unlock := held, func() {}
+	if e == nil {
+		e = s.lockEntry(sid)
+		unlock = e.wmu.Unlock
+	}
 	p, err := s.planForkLocked(ctx, e, req)
 	if err != nil {
-		e.wmu.Unlock()
+		unlock()
 		return nil, err
 	}
-	p.unlock = e.wmu.Unlock
+	p.unlock = unlock
 	return p, nil
 }
 
