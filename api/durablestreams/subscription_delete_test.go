@@ -3,6 +3,7 @@ package durablestreams_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,32 @@ func TestHTTPSubscriptionForgetsDeletedStreams(t *testing.T) {
 		s.do("POST", "__ds/subscriptions/jobs/release", fmt.Sprintf(`{"wake_id":%q,"generation":%d}`, c.WakeID, c.Generation),
 			"Content-Type", "application/json", "Authorization", "Bearer "+c.Token)
 		return resp.StatusCode == 200 && body == "b"
+	})
+}
+
+// TestHTTPSubscriptionPatternCost: matching a pattern against a path took
+// time exponential in the pattern's "**" segments, and a subscription's
+// pattern is matched against every stream when it is created and against
+// every stream appended to after, with the subscriptions locked: one
+// pattern of ten "**" and one stream of a hundred segments kept the server
+// matching for good, and every subscription request waiting. A pattern is
+// matched in time proportional to its length times the path's.
+func TestHTTPSubscriptionPatternCost(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	long := strings.TrimSuffix(strings.Repeat("a/", 100), "/")
+	resp, body := s.do("PUT", long, "x", "Content-Type", "text/plain")
+	s.want(resp, body, 201)
+	pattern := strings.Repeat("**/", 10) + "z"
+	resp, body = s.do("PUT", "__ds/subscriptions/costly", fmt.Sprintf(`{"type":"pull-wake","pattern":%q,"wake_stream":"w"}`, pattern),
+		"Content-Type", "application/json")
+	s.want(resp, body, 201)
+	resp, body = s.do("POST", long, "y", "Content-Type", "text/plain")
+	s.want(resp, body, 204)
+	resp, body = s.do("PUT", long+"/z", "matches", "Content-Type", "text/plain")
+	s.want(resp, body, 201)
+	testutil.Eventually(t, 5*time.Second, "the subscription to follow the stream its pattern matches", func() bool {
+		resp, body := s.do("GET", "__ds/subscriptions/costly", "")
+		s.want(resp, body, 200)
+		return strings.Contains(body, `"path":"`+long+`/z"`) && !strings.Contains(body, `"path":"`+long+`"`)
 	})
 }
