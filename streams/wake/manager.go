@@ -309,12 +309,15 @@ func (m *Manager) tail(path string) string {
 }
 
 // tailOf returns the tail of a stream, and whether it exists (else the
-// zero offset). A stream that does not exist has nothing pending, whatever
-// was acknowledged of it.
+// zero offset). A stream that does not exist (or was deleted while forks
+// read it) has nothing pending, whatever was acknowledged of it. One the
+// store could not tell about now is taken to exist, at the zero offset:
+// a failure must not drop the wake of an append.
 func (m *Manager) tailOf(path string) (string, bool) {
 	in, err := m.svc.Head(m.ctx, path)
 	if err != nil {
-		return streams.ZeroOffset, false
+		c := streams.CodeOf(err)
+		return streams.ZeroOffset, c != streams.CodeNotFound && c != streams.CodeGone && c != streams.CodeBadRequest
 	}
 	return in.Tail, true
 }
