@@ -157,7 +157,7 @@ func (s *Service) createInOrder(ctx context.Context, id string, req CreateReques
 }
 
 // create does a Create with the stream's write lock held (and, if source
-// is not nil, the fork's source's: see Create). It returns the stream to
+// is not nil, the fork's source's: see createInOrder). It returns the stream to
 // release (see Service.release) if it took a fork back.
 func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateRequest, source *entry) (*CreateResult, string, error) {
 	m := meta{ContentType: req.ContentType, TTL: req.TTL, ClosedAtCreate: req.Closed, Inc: newInc()}

@@ -72,8 +72,8 @@ func forkSourceID(req CreateRequest) (string, bool) {
 
 // planFork checks a fork of req.ForkedFrom into the stream target and
 // locks the source, unless held is the source's entry, locked by the
-// caller (see Create: the source's lock comes first when its ID sorts
-// before the fork's). The caller must call unlock.
+// caller (see createInOrder: the source's lock comes first when its ID
+// sorts before the fork's). The caller must call unlock.
 func (s *Service) planFork(ctx context.Context, target string, req CreateRequest, held *entry) (*forkPlan, error) {
 	src := SourcePath(req.ForkedFrom)
 	if err := checkPath(src); err != nil {

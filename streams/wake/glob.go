@@ -17,9 +17,9 @@ func Match(pattern, path string) bool {
 	for i, seg := range raw {
 		switch seg {
 		case "*":
-			pat[i] = globSeg{kind: anySeg}
+			pat[i] = globSeg{kind: segOne}
 		case "**":
-			pat[i] = globSeg{kind: anySegs}
+			pat[i] = globSeg{kind: segAny}
 		default:
 			pat[i] = globSeg{lit: strings.ReplaceAll(strings.ReplaceAll(seg, "%2A", "*"), "%2a", "*")}
 		}
@@ -29,14 +29,16 @@ func Match(pattern, path string) bool {
 
 // globSeg is a segment of a pattern: a literal, "*" or "**".
 type globSeg struct {
-	kind int
-	lit  string
+	kind segKind
+	lit  string // for segLiteral, unescaped
 }
 
+type segKind int
+
 const (
-	literal = iota
-	anySeg  // "*": one segment
-	anySegs // "**": any number of segments
+	segLiteral segKind = iota
+	segOne             // "*": one segment
+	segAny             // "**": any number of segments
 )
 
 func split(p string) []string {
@@ -58,10 +60,10 @@ func matchSegs(pat []globSeg, path []string) bool {
 	star, mark := -1, 0 // the last "**" seen, and where in path its match ends
 	for s < len(path) {
 		switch {
-		case p < len(pat) && pat[p].kind == anySegs:
+		case p < len(pat) && pat[p].kind == segAny:
 			star, mark = p, s
 			p++
-		case p < len(pat) && (pat[p].kind == anySeg || pat[p].kind == literal && pat[p].lit == path[s]):
+		case p < len(pat) && (pat[p].kind == segOne || pat[p].kind == segLiteral && pat[p].lit == path[s]):
 			p++
 			s++
 		case star >= 0:
@@ -71,7 +73,7 @@ func matchSegs(pat []globSeg, path []string) bool {
 			return false
 		}
 	}
-	for p < len(pat) && pat[p].kind == anySegs {
+	for p < len(pat) && pat[p].kind == segAny {
 		p++
 	}
 	return p == len(pat)
