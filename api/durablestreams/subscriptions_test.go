@@ -171,3 +171,34 @@ func TestHTTPSubscriptionPatternCost(t *testing.T) {
 		return strings.Contains(body, `"path":"`+long+`/z"`) && !strings.Contains(body, `"path":"`+long+`"`)
 	})
 }
+
+// TestHTTPSubscriptionAcksTheStreamItNames: a stream whose path ends with
+// a slash is a stream of its own, and a pattern follows it under that
+// path, as a wake names it; an ack naming it so was refused (the path was
+// trimmed of its slashes, naming another stream), so it could never be
+// acknowledged and every wake that ended started another.
+func TestHTTPSubscriptionAcksTheStreamItNames(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	resp, body := s.do("PUT", "wakes", "", "Content-Type", "application/json")
+	s.want(resp, body, 201)
+	resp, body = s.do("PUT", "__ds/subscriptions/jobs", `{"type":"pull-wake","pattern":"jobs/*","wake_stream":"wakes"}`,
+		"Content-Type", "application/json")
+	s.want(resp, body, 201)
+	resp, body = s.do("PUT", "jobs/x/", "slash", "Content-Type", "text/plain")
+	s.want(resp, body, 201)
+	var c claimed
+	testutil.Eventually(t, 5*time.Second, "a wake for jobs/x/", func() bool {
+		var ok bool
+		c, ok = s.claim("jobs")
+		return ok
+	})
+	if len(c.Streams) != 1 || c.Streams[0].Path != "jobs/x/" {
+		t.Fatalf("wake: %+v", c.Streams)
+	}
+	if s.done("jobs", c, c.Streams[0].Path, c.Streams[0].TailOffset) {
+		t.Fatal("a new wake started after everything was acknowledged")
+	}
+	if c, ok := s.claim("jobs"); ok {
+		t.Fatalf("pending work after jobs/x/ was acknowledged: %+v", c.Streams)
+	}
+}
