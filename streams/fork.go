@@ -123,6 +123,9 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	if req.ContentType != "" && !sameMediaType(req.ContentType, v.meta.ContentType) {
 		return nil, errorf(CodeConflict, "the content type differs from the source's")
 	}
+	if len(v.chain)+1 > maxForkDepth {
+		return nil, errorf(CodeBadRequest, "the source is a fork %d deep: forks of forks nest at most %d deep", len(v.chain), maxForkDepth)
+	}
 	p := &forkPlan{source: e.id, sourceInc: v.meta.Inc, sourceCreated: v.created,
 		contentType: v.meta.ContentType, ttl: v.meta.TTL, expiresAt: v.meta.ExpiresAt}
 	segs := v.segments(e.id)
