@@ -45,7 +45,8 @@ func newAuthEnv(t *testing.T, opts api.Options) *env {
 	rn := runner.New(e, map[string]agents.Agent{"demo": demo.New()}, runner.Options{})
 	rn.Start()
 	var wk *wake.Manager
-	ds := streams.New(st, e.Hub(), streams.Options{OnAppend: func(p string) { wk.Notify(p) }})
+	ds := streams.New(st, e.Hub(), streams.Options{OnAppend: func(p string) { wk.Notify(p) },
+		OnDelete: func(p string) { wk.Deleted(p) }})
 	wk = wake.New(ds, st, wake.Options{})
 	if err := ds.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,8 @@ func newStreamsEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	var wk *wake.Manager
-	ds := streams.New(st, e.Hub(), streams.Options{OnAppend: func(p string) { wk.Notify(p) }})
+	ds := streams.New(st, e.Hub(), streams.Options{OnAppend: func(p string) { wk.Notify(p) },
+		OnDelete: func(p string) { wk.Deleted(p) }})
 	wk = wake.New(ds, st, wake.Options{})
 	if err := ds.Start(context.Background()); err != nil {
 		t.Fatal(err)

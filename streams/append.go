@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/clip"
@@ -47,8 +48,9 @@ type AppendResult struct {
 	Producer *Producer
 }
 
-// Append appends to a stream (and closes it, with Close). The checks run
-// in this order: the stream (not_found, gone), the body (bad_request for
+// Append appends to a stream (and closes it, with Close). A Stream-Seq
+// that is not UTF-8 is a bad request. The checks then run in this order:
+// the stream (not_found, gone), the body (bad_request for
 // an empty one, a missing or malformed content type or invalid JSON;
 // conflict for another content type), the producer (forbidden for a stale
 // epoch, bad_request for a new epoch that does not start at 0, a
@@ -65,6 +67,12 @@ func (s *Service) Append(ctx context.Context, req AppendRequest) (*AppendResult,
 		if err := req.Producer.check(); err != nil {
 			return nil, err
 		}
+	}
+	if !utf8.ValidString(req.Seq) {
+		// It is kept in the stream's metadata, JSON, which would keep
+		// another with its invalid bytes replaced: then compared with
+		// what it no longer is.
+		return nil, errorf(CodeBadRequest, "Stream-Seq must be UTF-8")
 	}
 	id := threadID(req.Path)
 	var (

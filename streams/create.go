@@ -89,10 +89,40 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*CreateResult,
 	if req.ContentType != "" && mediaType(req.ContentType) == "" {
 		return nil, errorf(CodeBadRequest, "Content-Type %q is malformed", clip.String(req.ContentType, 64))
 	}
-	id := threadID(req.Path)
-	var res *CreateResult
+	res, releases, err := s.createInOrder(ctx, threadID(req.Path), req)
+	// Once every lock is let go: a release takes the lock of the stream it
+	// looks at, which may be the fork's source.
+	for _, r := range releases {
+		s.release(ctx, r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.Created && len(req.Body) > 0 && s.opts.OnAppend != nil {
+		s.opts.OnAppend(req.Path)
+	}
+	return res, nil
+}
+
+// createInOrder does a Create with the stream's write lock, and a fork's
+// source's, held. It returns the streams to release (see Service.release)
+// once they are let go.
+//
+// A fork holds its source's write lock too, from its plan to its commit.
+// Two write locks are always taken in the order of the streams' IDs: a
+// fork of b into a and one of a into b at once each held one and waited
+// for the other, for good. When the source's comes first, it is taken
+// here, before the fork's.
+func (s *Service) createInOrder(ctx context.Context, id string, req CreateRequest) (*CreateResult, []string, error) {
+	var source *entry
+	if sid, ok := forkSourceID(req); ok && sid < id {
+		source = s.lockEntry(sid)
+		defer source.wmu.Unlock()
+	}
+	var releases []string
 	for attempt := 0; ; attempt++ {
 		var (
+			res     *CreateResult
 			release string
 			expired bool
 		)
@@ -114,26 +144,22 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*CreateResult,
 				return errorf(CodeConflict, "the stream was deleted but forks still read it: its path cannot be used until they are gone")
 			}
 			var err error
-			res, release, err = s.create(ctx, e, v, req)
+			res, release, err = s.create(ctx, e, v, req, source)
 			return err
 		})
-		s.release(ctx, release)
-		if err != nil {
-			return nil, err
+		if release != "" {
+			releases = append(releases, release)
 		}
-		if !expired {
-			break
+		if err != nil || !expired {
+			return res, releases, err
 		}
 	}
-	if res.Created && len(req.Body) > 0 && s.opts.OnAppend != nil {
-		s.opts.OnAppend(req.Path)
-	}
-	return res, nil
 }
 
-// create does a Create with the stream's write lock held. It returns the
-// stream to release (see Service.release) if it took a fork back.
-func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateRequest) (*CreateResult, string, error) {
+// create does a Create with the stream's write lock held (and, if source
+// is not nil, the fork's source's: see createInOrder). It returns the stream to
+// release (see Service.release) if it took a fork back.
+func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateRequest, source *entry) (*CreateResult, string, error) {
 	m := meta{ContentType: req.ContentType, TTL: req.TTL, ClosedAtCreate: req.Closed, Inc: newInc()}
 	if req.ExpiresAt != nil {
 		ms := req.ExpiresAt.UnixMilli()
@@ -142,7 +168,7 @@ func (s *Service) create(ctx context.Context, e *entry, v *view, req CreateReque
 	var fork *forkPlan
 	if req.ForkedFrom != "" {
 		var err error
-		if fork, err = s.planFork(ctx, e.id, req); err != nil {
+		if fork, err = s.planFork(ctx, e.id, req, source); err != nil {
 			return nil, "", err
 		}
 		defer fork.unlock()

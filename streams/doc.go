@@ -27,11 +27,12 @@
 // offsets are Tether offsets, of the same format as thread offsets, and
 // everything a client was told survives a crash.
 //
-// Writes of one stream are serialized by an in-memory lock, and each
-// commit carries the version its checks saw: if another writer (another
-// node) got there first, the store refuses it, the stream is loaded again
-// and the write runs again on what the store holds (up to ten times, after
-// a random pause that doubles each time). Reads go to the store directly;
+// Writes of one stream are serialized by an in-memory lock (a fork's
+// creation holds its source's too; two are always taken in the order of
+// the streams' IDs), and each commit carries the version its checks saw:
+// if another writer (another node) got there first, the store refuses it,
+// the stream is loaded again and the write runs again on what the store
+// holds (up to ten times, after a random pause that doubles each time). Reads go to the store directly;
 // live reads (Follow) subscribe to the stream's log in the hub, which the
 // engine feeds with every commit (with a shared store, every node's).
 //

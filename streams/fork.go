@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"net/url"
 	"strings"
 
 	tether "github.com/tetherhq/tether"
@@ -28,7 +29,10 @@ type forkPlan struct {
 }
 
 // SourcePath returns the stream path a Stream-Forked-From header names: a
-// path under /v1/stream/, or a URL whose path is.
+// path under /v1/stream/, or a URL whose path is. The path is
+// percent-decoded, as a request's is before it names a stream, so that a
+// stream's URL (its Location) names it whatever its name holds; a value
+// that is not a valid escape is taken as it is.
 func SourcePath(header string) string {
 	p := header
 	if i := strings.Index(p, "://"); i >= 0 {
@@ -42,13 +46,35 @@ func SourcePath(header string) string {
 	if k := strings.IndexAny(p, "?#"); k >= 0 {
 		p = p[:k]
 	}
+	if d, err := url.PathUnescape(p); err == nil {
+		p = d
+	}
 	p = strings.TrimPrefix(p, "/v1/stream/")
 	return strings.TrimPrefix(p, "/")
 }
 
+// forkSourceID returns the stream a create forks, if it names one that
+// can be (planFork says why not).
+func forkSourceID(req CreateRequest) (string, bool) {
+	if req.ForkedFrom == "" {
+		return "", false
+	}
+	src := SourcePath(req.ForkedFrom)
+	if checkPath(src) != nil {
+		return "", false
+	}
+	if _, ok := threadLog(src); ok {
+		return "", false
+	}
+	sid := threadID(src)
+	return sid, sid != threadID(req.Path)
+}
+
 // planFork checks a fork of req.ForkedFrom into the stream target and
-// locks the source. The caller must call unlock.
-func (s *Service) planFork(ctx context.Context, target string, req CreateRequest) (*forkPlan, error) {
+// locks the source, unless held is the source's entry, locked by the
+// caller (see createInOrder: the source's lock comes first when its ID
+// sorts before the fork's). The caller must call unlock.
+func (s *Service) planFork(ctx context.Context, target string, req CreateRequest, held *entry) (*forkPlan, error) {
 	src := SourcePath(req.ForkedFrom)
 	if err := checkPath(src); err != nil {
 		return nil, err
@@ -60,13 +86,17 @@ func (s *Service) planFork(ctx context.Context, target string, req CreateRequest
 	if sid == target {
 		return nil, errorf(CodeBadRequest, "a stream cannot be forked into itself")
 	}
-	e := s.lockEntry(sid)
+	e, unlock := held, func() {}
+	if e == nil {
+		e = s.lockEntry(sid)
+		unlock = e.wmu.Unlock
+	}
 	p, err := s.planForkLocked(ctx, e, req)
 	if err != nil {
-		e.wmu.Unlock()
+		unlock()
 		return nil, err
 	}
-	p.unlock = e.wmu.Unlock
+	p.unlock = unlock
 	return p, nil
 }
 
@@ -92,6 +122,9 @@ func (s *Service) planForkLocked(ctx context.Context, e *entry, req CreateReques
 	}
 	if req.ContentType != "" && !sameMediaType(req.ContentType, v.meta.ContentType) {
 		return nil, errorf(CodeConflict, "the content type differs from the source's")
+	}
+	if len(v.chain)+1 > maxForkDepth {
+		return nil, errorf(CodeBadRequest, "the source is a fork %d deep: forks of forks nest at most %d deep", len(v.chain), maxForkDepth)
 	}
 	p := &forkPlan{source: e.id, sourceInc: v.meta.Inc, sourceCreated: v.created,
 		contentType: v.meta.ContentType, ttl: v.meta.TTL, expiresAt: v.meta.ExpiresAt}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ type Options struct {
 	// (a create with data, an append, a close), with the stream's path. It
 	// runs on the appender's goroutine and must not block.
 	OnAppend func(path string)
+	// OnDelete, if set, is called when a stream is deleted or expires
+	// (removed, or marked deleted while forks read it), with its path. It
+	// runs with the stream's write lock held, before a stream can be
+	// created again at the path, and must not block.
+	OnDelete func(path string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -295,7 +301,16 @@ func (s *Service) expired(ctx context.Context, id string, v *view) (bool, error)
 	return !now.Before(last.Add(ttlOf(v))), nil
 }
 
-func ttlOf(v *view) time.Duration { return time.Duration(*v.meta.TTL) * time.Second }
+// ttlOf returns a stream's TTL. One longer than a time.Duration holds
+// (about 292 years; a client asking for "forever" may send more) is the
+// longest there is: converted as it is, it would wrap around to a window
+// that has already run out, and the stream would expire at once.
+func ttlOf(v *view) time.Duration {
+	if *v.meta.TTL > int64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(*v.meta.TTL) * time.Second
+}
 
 // lastAccess returns when a stream was last read or written, as far as
 // this node knows: reads are tracked in memory (and, on a shared store,

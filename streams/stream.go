@@ -308,15 +308,23 @@ func forkPos(o tether.Offset) position {
 	return o
 }
 
-// maxForkDepth bounds a chain of forks.
+// maxForkDepth is how many sources a fork may have (its source, that
+// one's, and so on): a fork of a stream that has as many is refused when
+// it is created. Every read of a fork walks them.
 const maxForkDepth = 64
+
+// maxLoadedForkDepth bounds the chain of sources read from the store when
+// a fork is loaded, against metadata that would name them without end.
+// It is far above maxForkDepth: forks made before that was checked at
+// creation may be deeper, and were created readable.
+const maxLoadedForkDepth = 1024
 
 // chainOf returns the segments a fork of parent at upto inherits: the
 // parent's own chain cut at upto, and the parent's own events up to upto.
 // Fork metadata never changes, so this reads rows without locks.
 func (s *Service) chainOf(ctx context.Context, parent string, upto position, depth int) ([]segment, error) {
-	if depth > maxForkDepth {
-		return nil, errorf(CodeUnavailable, "fork chain is longer than %d", maxForkDepth)
+	if depth > maxLoadedForkDepth {
+		return nil, errorf(CodeUnavailable, "fork chain is longer than %d", maxLoadedForkDepth)
 	}
 	rec, err := s.st.Thread(ctx, parent)
 	if err != nil {
@@ -406,6 +414,15 @@ func (s *Service) commitErr(err error) error {
 // mark is an event, so that writes racing it on other nodes fail their
 // version, and their live readers see it and end.
 func (s *Service) remove(ctx context.Context, e *entry, v *view) (release string, kept bool, err error) {
+	if !v.meta.Deleted && s.opts.OnDelete != nil {
+		// Reported once, as the stream stops being one (a stream marked
+		// deleted before was reported then), and only once it has.
+		defer func() {
+			if err == nil {
+				s.opts.OnDelete(pathOf(e.id))
+			}
+		}()
+	}
 	if s.opts.Shared && !v.meta.Deleted {
 		if v, err = s.markDeleted(ctx, e, v); err != nil {
 			return "", false, err

@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tetherhq/tether/api/durablestreams"
 )
@@ -129,4 +132,98 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestForkSourceByItsURL: Stream-Forked-From names the source as its URL
+// does, percent-encoded (header values are ASCII; Location hands the URL
+// out so), and the request path is decoded before it names a stream: the
+// header must be decoded too. It was not, so a source whose name holds a
+// space, a "%" or any non-ASCII letter could not be forked by its URL
+// (404), and one whose name has none of these still can, as can one named
+// by an unescaped value that is not a valid escape.
+func TestForkSourceByItsURL(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	const ct = "text/plain"
+	resp, body := s.do("PUT", "notes/Jos%C3%A9%201%2525", "source", "Content-Type", ct)
+	s.want(resp, body, 201)
+	loc := resp.Header.Get("Location")
+	if loc != "/v1/stream/notes/Jos%C3%A9%201%2525" {
+		t.Fatalf("Location %q", loc)
+	}
+	for i, from := range []string{loc, s.URL + loc, s.URL + loc + "?offset=-1"} {
+		path := fmt.Sprintf("fork-%d", i)
+		resp, body = s.do("PUT", path, "", "Content-Type", ct, "Stream-Forked-From", from)
+		s.want(resp, body, 201)
+		resp, body = s.do("GET", path, "")
+		s.want(resp, body, 200)
+		if body != "source" {
+			t.Fatalf("fork of %s: %q", from, body)
+		}
+	}
+	resp, body = s.do("PUT", "100%25", "literal", "Content-Type", ct)
+	s.want(resp, body, 201)
+	resp, body = s.do("PUT", "fork-literal", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/100%")
+	s.want(resp, body, 201)
+	resp, body = s.do("GET", "fork-literal", "")
+	if body != "literal" {
+		t.Fatalf("fork of a literal %%: %q", body)
+	}
+	// Decoded, the source is held to the rules of any path.
+	resp, body = s.do("PUT", "fork-dots", "", "Content-Type", ct, "Stream-Forked-From", "/v1/stream/notes/%2E%2E/x")
+	s.want(resp, body, 400)
+}
+
+// TestForksOfEachOtherAtOnce: a PUT forking b into a and one forking a
+// into b, at once, each held its own stream's write lock and waited for
+// the other's: both hung for good, and so did every later write to either
+// stream. They are answered (one of them 409: a stream exists with another
+// configuration), and the streams stay writable.
+func TestForksOfEachOtherAtOnce(t *testing.T) {
+	s := newServer(t, durablestreams.Options{})
+	for _, p := range []string{"cycle/a", "cycle/b"} {
+		resp, body := s.do("PUT", p, "", "Content-Type", "text/plain")
+		s.want(resp, body, 201)
+	}
+	// A request that waits on the other for good is cut here, so that the
+	// test reports it rather than hang.
+	client := &http.Client{Timeout: 20 * time.Second}
+	put := func(path, from string) error {
+		req, _ := http.NewRequest("PUT", s.URL+durablestreams.Prefix+path, nil)
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Stream-Forked-From", durablestreams.Prefix+from)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 409 {
+			return fmt.Errorf("PUT %s forked from %s: %d, want 409", path, from, resp.StatusCode)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 300 {
+				var err error
+				if (w+i)%2 == 0 {
+					err = put("cycle/a", "cycle/b")
+				} else {
+					err = put("cycle/b", "cycle/a")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	resp, body := s.do("POST", "cycle/a", "still writable", "Content-Type", "text/plain")
+	s.want(resp, body, 204)
 }

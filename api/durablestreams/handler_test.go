@@ -44,6 +44,7 @@ func newServerWith(t testing.TB, so streams.Options, wo wake.Options, opts durab
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
 	so.OnAppend = func(p string) { m.Notify(p) }
+	so.OnDelete = func(p string) { m.Deleted(p) }
 	svc := streams.New(st, h, so)
 	m = wake.New(svc, st, wo)
 	if err := svc.Start(context.Background()); err != nil {

@@ -316,7 +316,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 
 	// Durable Streams live in the same store as thread logs; their commits
 	// reach the engine's hub like every other. Subscriptions hear of
-	// appends through OnAppend, which never blocks an append.
+	// appends and deletions through OnAppend and OnDelete, which never
+	// block.
 	signing, err := loadSigningKey(filepath.Join(c.data, "webhook-signing.key"))
 	if err != nil {
 		return err
@@ -325,7 +326,8 @@ func serve(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	// On NATS other nodes may share the store: streams check what they
 	// cached against it.
 	_, shared := st.(*natsstore.Store)
-	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, Shared: shared, OnAppend: func(path string) { wk.Notify(path) }})
+	ds := streams.New(st, e.Hub(), streams.Options{Logger: log, Shared: shared,
+		OnAppend: func(path string) { wk.Notify(path) }, OnDelete: func(path string) { wk.Deleted(path) }})
 	wk = wake.New(ds, st, wake.Options{SigningKey: signing, BaseURL: public, AllowLoopback: c.loopbackWebhooks, Logger: log})
 	if err := ds.Start(ctx); err != nil {
 		return fmt.Errorf("start streams: %w", err)

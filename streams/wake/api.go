@@ -273,11 +273,18 @@ func (m *Manager) ack(id, token string, req AckRequest, typ string) (*AckResult,
 	}
 	var changes []change
 	for _, a := range req.Acks {
-		p := normalize(a.Stream)
-		if p == "" {
-			p = normalize(a.Path)
+		p := a.Stream
+		if normalize(p) == "" {
+			p = a.Path
 		}
 		l := s.rec.Links[p]
+		if l == nil {
+			// Named as the wake names it (a pattern follows a stream
+			// under its own path, a slash at its end included), or as
+			// it was asked to be followed (trimmed of slashes).
+			p = normalize(p)
+			l = s.rec.Links[p]
+		}
 		switch {
 		case p == "" || l == nil:
 			return nil, errorf(CodeInvalidOffset, "the ack names a stream the subscription does not follow")

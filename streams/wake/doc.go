@@ -13,7 +13,7 @@
 // acknowledgement of an older one is refused (FENCED).
 //
 // Use New with the streams.Service, then Start, and give Notify to the
-// service as its OnAppend.
+// service as its OnAppend, and Deleted as its OnDelete.
 //
 // # Caveats
 //

@@ -68,7 +68,8 @@ type Options struct {
 // wakes them when those streams have data past what they acknowledged (a
 // signed webhook, or an event in a wake stream that workers claim from),
 // and holds the leases of the wakes. Create one with New, Start it, and
-// pass Notify as the streams.Service's OnAppend.
+// pass Notify as the streams.Service's OnAppend and Deleted as its
+// OnDelete.
 type Manager struct {
 	svc  *streams.Service
 	st   store.Store
@@ -81,6 +82,7 @@ type Manager struct {
 
 	pmu     sync.Mutex
 	pending map[string]bool // stream paths appended to, not yet looked at
+	gone    map[string]bool // stream paths deleted, not yet forgotten
 	kick    chan struct{}
 
 	ctx     context.Context // ends at Close
@@ -152,7 +154,7 @@ func New(svc *streams.Service, st store.Store, opts Options) *Manager {
 		opts.Now = time.Now
 	}
 	m := &Manager{svc: svc, st: st, keys: newKeys(opts.SigningKey), opts: opts, log: opts.Logger,
-		subs: make(map[string]*sub), pending: make(map[string]bool), kick: make(chan struct{}, 1)}
+		subs: make(map[string]*sub), pending: make(map[string]bool), gone: make(map[string]bool), kick: make(chan struct{}, 1)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m
 }
@@ -213,6 +215,22 @@ func (m *Manager) Notify(path string) {
 	m.pmu.Lock()
 	m.pending[path] = true
 	m.pmu.Unlock()
+	m.poke()
+}
+
+// Deleted tells the manager that a stream was deleted (or expired): the
+// subscriptions stop following it, as the protocol's reference server
+// does, so that what they acknowledged of it is not taken for a position
+// of a stream created again at the path (which a pattern follows from its
+// start). It never blocks (it is the streams.Service's OnDelete).
+func (m *Manager) Deleted(path string) {
+	m.pmu.Lock()
+	m.gone[path] = true
+	m.pmu.Unlock()
+	m.poke()
+}
+
+func (m *Manager) poke() {
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -228,9 +246,15 @@ func (m *Manager) loop() {
 		case <-m.kick:
 		}
 		m.pmu.Lock()
-		paths := m.pending
-		m.pending = make(map[string]bool)
+		paths, gone := m.pending, m.gone
+		m.pending, m.gone = make(map[string]bool), make(map[string]bool)
 		m.pmu.Unlock()
+		// Deletions first: an append taken with them was to the stream
+		// created again, or to the deleted one (then appended finds
+		// nothing to follow).
+		for p := range gone {
+			m.deleted(p)
+		}
 		for p := range paths {
 			m.appended(p)
 		}
@@ -245,6 +269,9 @@ func (m *Manager) appended(path string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.tailOf(path); !ok {
+		return // deleted since: nothing to follow
+	}
 	for _, s := range m.subs {
 		l := s.rec.Links[path]
 		if s.rec.Pattern != "" && Match(s.rec.Pattern, path) && (l == nil || !l.Glob) {
@@ -263,13 +290,36 @@ func (m *Manager) appended(path string) {
 	}
 }
 
+// deleted stops every subscription following the stream at path.
+func (m *Manager) deleted(path string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.subs {
+		if s.rec.Links[path] != nil {
+			delete(s.rec.Links, path)
+			m.save(s)
+		}
+	}
+}
+
 // tail returns the tail of a stream (the zero offset if it is gone).
 func (m *Manager) tail(path string) string {
+	t, _ := m.tailOf(path)
+	return t
+}
+
+// tailOf returns the tail of a stream, and whether it exists (else the
+// zero offset). A stream that does not exist (or was deleted while forks
+// read it) has nothing pending, whatever was acknowledged of it. One the
+// store could not tell about now is taken to exist, at the zero offset:
+// a failure must not drop the wake of an append.
+func (m *Manager) tailOf(path string) (string, bool) {
 	in, err := m.svc.Head(m.ctx, path)
 	if err != nil {
-		return streams.ZeroOffset
+		c := streams.CodeOf(err)
+		return streams.ZeroOffset, c != streams.CodeNotFound && c != streams.CodeGone && c != streams.CodeBadRequest
 	}
-	return in.Tail
+	return in.Tail, true
 }
 
 // StreamInfo is a followed stream as a wake and a subscription show it.
@@ -295,15 +345,15 @@ func (m *Manager) infos(s *sub) []StreamInfo {
 		if l.Explicit {
 			lt = "explicit"
 		}
-		tail := m.tail(p)
-		out[i] = StreamInfo{Path: p, LinkType: lt, AckedOffset: l.Acked, TailOffset: tail, HasPending: tail > l.Acked}
+		tail, ok := m.tailOf(p)
+		out[i] = StreamInfo{Path: p, LinkType: lt, AckedOffset: l.Acked, TailOffset: tail, HasPending: ok && tail > l.Acked}
 	}
 	return out
 }
 
 func (m *Manager) hasPending(s *sub) bool {
 	for p, l := range s.rec.Links {
-		if m.tail(p) > l.Acked {
+		if t, ok := m.tailOf(p); ok && t > l.Acked {
 			return true
 		}
 	}

@@ -59,7 +59,8 @@ func (e *env) open() {
 	h := hub.New(st.ReadPage, hub.Options{})
 	st.SetNotify(func(c *store.Committed) { h.Publish(c.ThreadID, c.Before, c.Records) })
 	var m *wake.Manager
-	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) }})
+	svc := streams.New(st, h, streams.Options{OnAppend: func(p string) { m.Notify(p) },
+		OnDelete: func(p string) { m.Deleted(p) }})
 	m = wake.New(svc, st, e.opts)
 	if err := svc.Start(context.Background()); err != nil {
 		e.t.Fatal(err)
