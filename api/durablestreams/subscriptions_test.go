@@ -75,12 +75,7 @@ func (s *server) done(sub string, c claimed, acks ...string) bool {
 // at the path was followed from an offset of the old one, which reading
 // it from answers 410.
 func TestHTTPSubscriptionForgetsDeletedStreams(t *testing.T) {
-	s := newServer(t, durablestreams.Options{})
-	resp, body := s.do("PUT", "wakes", "", "Content-Type", "application/json")
-	s.want(resp, body, 201)
-	resp, body = s.do("PUT", "__ds/subscriptions/jobs", `{"type":"pull-wake","pattern":"jobs/*","wake_stream":"wakes"}`,
-		"Content-Type", "application/json")
-	s.want(resp, body, 201)
+	s := jobsSubscribed(t)
 	follows := func(path string) bool {
 		resp, body := s.do("GET", "__ds/subscriptions/jobs", "")
 		s.want(resp, body, 200)
@@ -99,7 +94,7 @@ func TestHTTPSubscriptionForgetsDeletedStreams(t *testing.T) {
 	}
 
 	// Deleted before anyone acknowledged it: nothing is pending.
-	resp, body = s.do("PUT", "jobs/1", "one", "Content-Type", "text/plain")
+	resp, body := s.do("PUT", "jobs/1", "one", "Content-Type", "text/plain")
 	s.want(resp, body, 201)
 	testutil.Eventually(t, 5*time.Second, "the subscription to follow jobs/1", func() bool { return follows("jobs/1") })
 	resp, body = s.do("DELETE", "jobs/1", "")
@@ -178,13 +173,8 @@ func TestHTTPSubscriptionPatternCost(t *testing.T) {
 // trimmed of its slashes, naming another stream), so it could never be
 // acknowledged and every wake that ended started another.
 func TestHTTPSubscriptionAcksTheStreamItNames(t *testing.T) {
-	s := newServer(t, durablestreams.Options{})
-	resp, body := s.do("PUT", "wakes", "", "Content-Type", "application/json")
-	s.want(resp, body, 201)
-	resp, body = s.do("PUT", "__ds/subscriptions/jobs", `{"type":"pull-wake","pattern":"jobs/*","wake_stream":"wakes"}`,
-		"Content-Type", "application/json")
-	s.want(resp, body, 201)
-	resp, body = s.do("PUT", "jobs/x/", "slash", "Content-Type", "text/plain")
+	s := jobsSubscribed(t)
+	resp, body := s.do("PUT", "jobs/x/", "slash", "Content-Type", "text/plain")
 	s.want(resp, body, 201)
 	var c claimed
 	testutil.Eventually(t, 5*time.Second, "a wake for jobs/x/", func() bool {
@@ -201,4 +191,17 @@ func TestHTTPSubscriptionAcksTheStreamItNames(t *testing.T) {
 	if c, ok := s.claim("jobs"); ok {
 		t.Fatalf("pending work after jobs/x/ was acknowledged: %+v", c.Streams)
 	}
+}
+
+// jobsSubscribed is a server with a pull-wake subscription "jobs" to the
+// streams jobs/*, woken on the stream "wakes".
+func jobsSubscribed(t *testing.T) *server {
+	t.Helper()
+	s := newServer(t, durablestreams.Options{})
+	resp, body := s.do("PUT", "wakes", "", "Content-Type", "application/json")
+	s.want(resp, body, 201)
+	resp, body = s.do("PUT", "__ds/subscriptions/jobs", `{"type":"pull-wake","pattern":"jobs/*","wake_stream":"wakes"}`,
+		"Content-Type", "application/json")
+	s.want(resp, body, 201)
+	return s
 }
