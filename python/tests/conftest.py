@@ -20,10 +20,11 @@ from typing import Iterator, Optional
 import httpx
 import pytest
 
-from helpers import Blocking, Faults
-
+# The package is imported from this checkout (also by the helpers).
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+
+from helpers import Blocking, Faults  # noqa: E402
 
 
 @pytest.fixture(scope="session")
