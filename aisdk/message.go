@@ -106,15 +106,11 @@ func Apply(m *UIMessage, c Chunk) { apply(m, c, nil) }
 // partIndex finds the tool parts of a message being built by call id, so
 // that a message of n tool calls is built in O(n), not O(n²) as searching
 // its parts for each chunk does.
-type partIndex struct {
-	calls map[string]int
-}
-
-func newPartIndex() *partIndex { return &partIndex{calls: map[string]int{}} }
+type partIndex map[string]int
 
 // apply is Apply, finding parts through idx if it is not nil (it must then
 // have seen every chunk applied to m).
-func apply(m *UIMessage, c Chunk, idx *partIndex) {
+func apply(m *UIMessage, c Chunk, idx partIndex) {
 	if m.Role == "" {
 		m.Role = "assistant"
 	}
@@ -130,7 +126,7 @@ func apply(m *UIMessage, c Chunk, idx *partIndex) {
 		if idx == nil {
 			return last(func(p *UIPart) bool { return p.ToolCallID == id })
 		}
-		if i, ok := idx.calls[id]; ok {
+		if i, ok := idx[id]; ok {
 			return &m.Parts[i]
 		}
 		return nil
@@ -188,7 +184,7 @@ func apply(m *UIMessage, c Chunk, idx *partIndex) {
 			m.Parts = append(m.Parts, UIPart{ToolCallID: c.ToolCallID})
 			p = &m.Parts[len(m.Parts)-1]
 			if idx != nil {
-				idx.calls[c.ToolCallID] = len(m.Parts) - 1
+				idx[c.ToolCallID] = len(m.Parts) - 1
 			}
 		}
 		p.Type = "tool-" + c.ToolName
@@ -336,7 +332,7 @@ func Messages(snap *tether.Snapshot) []UIMessage {
 		}
 		chunks, _ := Prelude(&tether.Snapshot{Runs: []tether.Run{r}, Messages: msgs})
 		ui := UIMessage{}
-		idx := newPartIndex()
+		idx := partIndex{}
 		started := false
 		for _, c := range chunks {
 			started = started || c.Type == ChunkStart
