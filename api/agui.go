@@ -76,7 +76,7 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		if err := s.createChatThread(ctx, p, a, in.ThreadID); err != nil {
+		if _, err := s.createChatThread(ctx, p, a, in.ThreadID); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

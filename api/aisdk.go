@@ -52,10 +52,10 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if snap == nil {
-		err := s.createChatThread(ctx, p, actRead, req.ID)
-		if err == nil {
-			// Planned again with what the thread holds: another tab's
-			// first message may have made it meanwhile.
+		created, err := s.createChatThread(ctx, p, actRead, req.ID)
+		if err == nil && !created {
+			// Made meanwhile (another tab's first message): planned
+			// again with what it holds.
 			if snap, err = s.chatThread(ctx, p, req.ID); err == nil {
 				plan, run, err = s.aisdkPlan(r, req, snap)
 			}

@@ -28,16 +28,17 @@ func (s *Server) chatThread(ctx context.Context, p Principal, tid string) (*teth
 }
 
 // createChatThread creates thread tid, which chatThread found missing,
-// owned by p. One created meanwhile must be one p may act on (a).
-func (s *Server) createChatThread(ctx context.Context, p Principal, a act, tid string) error {
+// owned by p, and reports whether it did. One created meanwhile (false)
+// must be one p may act on (a).
+func (s *Server) createChatThread(ctx context.Context, p Principal, a act, tid string) (created bool, err error) {
 	th, created, err := s.e.CreateOwnedThread(ctx, tid, ownerOf(p), nil)
 	switch {
 	case errors.Is(err, tether.ErrConflict):
-		return s.allow(ctx, p, a, tid) // it exists, with metadata of its own: whose?
+		return false, s.allow(ctx, p, a, tid) // it exists, with metadata of its own: whose?
 	case err != nil:
-		return err
+		return false, err
 	case !created && !p.sees(th.Owner, th.ID):
-		return errThreadNotFound(th.ID)
+		return false, errThreadNotFound(th.ID)
 	}
-	return nil
+	return created, nil
 }
