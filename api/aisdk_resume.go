@@ -79,7 +79,7 @@ func (s *Server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	gone := tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", cursor, threadID)
+	gone := offsetGone(cursor, threadID)
 	proj, err := s.aisdkFold(r.Context(), threadID, runID, cursor, gone)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -113,7 +113,7 @@ func (s *Server) aisdkSince(w http.ResponseWriter, r *http.Request, threadID str
 		s.writeError(w, r, err)
 		return
 	}
-	gone := tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", after, threadID)
+	gone := offsetGone(after, threadID)
 	// One page after the offset, which also checks it is of this log;
 	// more only while the log holds no run's event (a thread's own).
 	for from := after; ; {
@@ -165,6 +165,12 @@ func (s *Server) aisdkLastRun(w http.ResponseWriter, r *http.Request, threadID s
 		return
 	}
 	s.aisdkFromSnapshot(w, r, run)
+}
+
+// offsetGone is the answer to a resume from an offset that is not in the
+// chat's log.
+func offsetGone(o tether.Offset, threadID string) error {
+	return tether.Errorf(tether.CodeGone, "offset %s is not in the log of chat %s (deleted and created again, or restored): load the chat again", o, threadID)
 }
 
 // foldPage is how many records aisdkFold and aguiFold read from the
