@@ -186,8 +186,7 @@ class _Asker:
         s = self.st.s
         out = DeferredToolResults()
         for call in requests.approvals:
-            args = _jsonable(call.args_as_dict())
-            prompt = f"Allow {call.tool_name}({json.dumps(args, separators=(',', ':'))})?"
+            prompt = f"Allow {_call_text(call)}?"
             out.approvals[call.tool_call_id] = approval(await s.ask(self.payload(call, prompt, requests), kind="approval"))
         for call in requests.calls:
             if requests.kind(call.tool_call_id) == "question":
@@ -217,7 +216,12 @@ def _question(call: ToolCallPart) -> str:
         (v,) = args.values()
         if isinstance(v, str) and v.strip():
             return v
-    return f"{call.tool_name}({json.dumps(_jsonable(args), separators=(',', ':'))})"
+    return _call_text(call)
+
+
+def _call_text(call: ToolCallPart) -> str:
+    """The call as it was made: ``name({"arg":...})``."""
+    return f"{call.tool_name}({json.dumps(_jsonable(call.args_as_dict()), separators=(',', ':'))})"
 
 
 def _jsonable(v: Any) -> Any:
