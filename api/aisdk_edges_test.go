@@ -182,6 +182,14 @@ func TestAISDKResumeSinceLoad(t *testing.T) {
 	run, lease := v.extRun("c")
 	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"Hel"}]`, lease...)
 	loaded := v.mustDo(200, "GET", "/v1/ai-sdk/ext/chat/c/messages", nil).header.Get("Tether-Offset")
+	// The run still going, nothing appended since the load (a page that
+	// loaded and resumed between two deltas): it is streamed, as without
+	// the offset; it was 204, and the page kept the part as the whole.
+	live := v.sse("GET", "/v1/ai-sdk/ext/chat/c/stream?after="+loaded, nil)
+	if live.res.StatusCode != 200 || live.res.Header.Get("Content-Location") != "/v1/runs/"+run {
+		t.Fatalf("the active run since the load: %d %s", live.res.StatusCode, live.res.Header.Get("Content-Location"))
+	}
+	live.close()
 	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"text.delta","message_id":"a1","delta":"lo"},{"type":"message.finished","message_id":"a1","status":"done"},{"type":"run.finished","status":"done"}]`, lease...)
 	v.mustDo(204, "GET", "/v1/ai-sdk/ext/chat/c/stream", nil) // what useChat asks on its own: the end is lost
 	var m aisdk.UIMessage

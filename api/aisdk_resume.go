@@ -129,6 +129,15 @@ func (s *Server) aisdkSince(w http.ResponseWriter, r *http.Request, threadID str
 			s.writeError(w, r, err)
 			return
 		}
+		if from == after {
+			// The offset is of this log. A run still going is streamed,
+			// as without the offset, whether or not it appended since the
+			// load (a page may load and resume between two of its events).
+			if th, err := s.e.Thread(ctx, threadID); err == nil && th.Thread.ActiveRunID != "" {
+				s.aisdkFromSnapshot(w, r, th.Thread.ActiveRunID)
+				return
+			}
+		}
 		for _, rec := range recs {
 			if rec.RunID != "" {
 				s.aisdkLastRun(w, r, threadID)
