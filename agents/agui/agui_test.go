@@ -565,3 +565,32 @@ func TestStateDeltaOnTheStateSent(t *testing.T) {
 		}
 	}
 }
+
+// A state a front end edited between runs (engine.RunRequest.State, what
+// POST /v1/ag-ui/{agent} sets from RunAgentInput.state) is the one the
+// upstream is sent, and its deltas apply to it: the upstream got the
+// state it had left instead.
+func TestFrontEndStateSentUpstream(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"type\":\"RUN_STARTED\"}\n\n" +
+			"data: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/count\",\"value\":1}]}\n\n" +
+			"data: {\"type\":\"RUN_FINISHED\"}\n\n"))
+	})
+	w := newWorld(t, u.URL)
+	w.wait(t, w.start(t, "", "count"))
+	rc, err := w.e.CreateRun(context.Background(), "t1", engine.RunRequest{Agent: "research", State: json.RawMessage(`{"count":10,"page":"x"}`),
+		Input: tether.RunInput{Messages: []tether.InputMessage{{Role: tether.RoleUser, Content: "again"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := w.wait(t, rc.Run.ID).Runs[0]; r.Status != tether.RunDone {
+		t.Fatalf("run %s %+v", r.Status, r.Error)
+	}
+	if sent, _ := json.Marshal(u.requests()[1]["state"]); string(sent) != `{"count":10,"page":"x"}` {
+		t.Fatalf("sent state %s", sent)
+	}
+	if got := string(w.thread(t).State); got != `{"count":1,"page":"x"}` {
+		t.Fatalf("state %s", got)
+	}
+}

@@ -17,7 +17,10 @@ type runOptions struct {
 	Tools          json.RawMessage `json:"tools"`
 	Context        json.RawMessage `json:"context"`
 	ForwardedProps json.RawMessage `json:"forwardedProps"`
-	State          json.RawMessage `json:"state"`
+	// State is a front end's state kept in the run's metadata by runs
+	// created before it became the thread's (engine.RunRequest.State):
+	// such a run is still sent it while the thread's state is null.
+	State json.RawMessage `json:"state"`
 }
 
 func optionsOf(run tether.Run) runOptions {
