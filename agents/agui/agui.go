@@ -210,7 +210,16 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 			if cause != nil {
 				return nil // cancelled: the caller ends the run
 			}
-			return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
+			if agents.Refused(err) {
+				// The log refused the events (too large, invalid): what
+				// the upstream sent.
+				return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
+			}
+			// The store did not take them (unavailable, failed): not the
+			// upstream's doing. Whether they landed is unknown, so they
+			// are not sent again; the run ends, and its run.finished is
+			// sent again until the store takes it (agents/runner).
+			return fail(CodeStoreError, "Tether could not store the run's events ("+string(tether.CodeOf(err))+"); the run was stopped.", err)
 		}
 	}
 	err = <-readErr

@@ -99,12 +99,17 @@ func newWorld(t testing.TB, url string) *world {
 // newWorldWith is newWorld with an agent of the given options.
 func newWorldWith(t testing.TB, opts agui.Options) *world {
 	t.Helper()
+	return newWorldOn(t, testutil.OpenStore(t, ""), opts)
+}
+
+// newWorldOn is newWorldWith over st (a store that injects faults).
+func newWorldOn(t testing.TB, st store.Store, opts agui.Options) *world {
+	t.Helper()
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := agui.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := testutil.OpenStore(t, "")
 	e := engine.New(st, engine.Options{})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
