@@ -294,7 +294,14 @@ func jsonSize(evs []*tether.Event) int {
 // what the upstream sent fits as long as each event does, whatever the
 // store's limit on one commit. An event too large on its own is refused.
 func emit(ctx context.Context, s *agents.Session, evs []*tether.Event) error {
-	err := s.Emit(ctx, evs...)
+	// Copies: the engine sets fields (ts) of what it is given, which it
+	// refuses when sent again.
+	sent := make([]*tether.Event, len(evs))
+	for i, e := range evs {
+		c := *e
+		sent[i] = &c
+	}
+	err := s.Emit(ctx, sent...)
 	if len(evs) < 2 || tether.CodeOf(err) != tether.CodeTooLarge {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents/agui"
+	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore"
 	"github.com/tetherhq/tether/store/natsstore/natstest"
@@ -22,12 +23,16 @@ import (
 // released: what the upstream sends meanwhile waits for the next append.
 type held struct {
 	store.Store
+	max     int // events per commit at most, if set (else too large)
 	once    sync.Once
 	holding chan struct{} // closed when the commit is held
 	release chan struct{}
 }
 
 func (h *held) Commit(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	if h.max > 0 && len(b.Events) > h.max {
+		return nil, fmt.Errorf("%w: %d events", store.ErrTooLarge, len(b.Events))
+	}
 	for _, ev := range b.Events {
 		if ev.Type == tether.EventCustom {
 			h.once.Do(func() {
@@ -66,11 +71,25 @@ func TestLargeBurstInSeveralBatchesNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	st := &held{Store: ns, holding: make(chan struct{}), release: make(chan struct{})}
+	burst(t, &held{Store: ns}, 8, 300<<10) // 2.4 MiB in all
+}
+
+// A store that takes fewer events in one commit than an append gathered
+// refuses it whole (too large), and gets it in smaller appends.
+func TestBurstInWhatTheStoreTakes(t *testing.T) {
+	burst(t, &held{Store: testutil.OpenStore(t, ""), max: 3}, 10, 10)
+}
+
+// burst has an upstream send n custom events of size bytes each while the
+// store holds the append before them, and checks that the run stores them
+// all, in order.
+func burst(t *testing.T, st *held, n, size int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st.holding, st.release = make(chan struct{}), make(chan struct{})
 	up := &pipeUpstream{w: make(chan *io.PipeWriter, 1)}
 	w := newWorldOn(t, st, agui.Options{URL: "http://upstream.invalid/agent", HTTPClient: &http.Client{Transport: up}})
 	id := w.start(t, "", "burst")
-
 	var pw *io.PipeWriter
 	select {
 	case pw = <-up.w:
@@ -83,23 +102,19 @@ func TestLargeBurstInSeveralBatchesNATS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	big := strings.Repeat("x", 300<<10)
+	big := strings.Repeat("x", size)
 	send(`data: {"type":"RUN_STARTED"}` + "\n\n")
 	send(`data: {"type":"CUSTOM","name":"first","value":1}` + "\n\n")
 	<-st.holding
-	const n = 8 // 2.4 MiB in all, 300 KiB each
 	for i := range n {
 		send(fmt.Sprintf(`data: {"type":"CUSTOM","name":"big%d","value":%q}`, i, big) + "\n\n")
 	}
-	// Read once the bursts are: the agent has them all, waiting.
+	// Read once the burst is: the agent has it all, waiting.
 	send(`data: {"type":"CUSTOM","name":"last","value":1}` + "\n\n")
 	close(st.release)
 	send(`data: {"type":"RUN_FINISHED"}` + "\n\n")
 
 	r := w.wait(t, id).Runs[0]
-	for _, ev := range w.log(t, id) {
-		t.Logf("%s %s %s %.80s", ev.Offset, ev.Type, ev.Name, ev.Error)
-	}
 	if r.Status != tether.RunDone {
 		t.Fatalf("run %s %+v", r.Status, r.Error)
 	}
@@ -109,7 +124,11 @@ func TestLargeBurstInSeveralBatchesNATS(t *testing.T) {
 			names = append(names, ev.Name)
 		}
 	}
-	if len(names) != n+2 || names[0] != "first" || names[n] != fmt.Sprintf("big%d", n-1) || names[n+1] != "last" {
+	want := []string{"first"}
+	for i := range n {
+		want = append(want, fmt.Sprintf("big%d", i))
+	}
+	if want = append(want, "last"); strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("custom events %v", names)
 	}
 }
