@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -88,4 +89,16 @@ func TestAGUIFrontEndState(t *testing.T) {
 	}
 	v.mustDo(404, "GET", "/v1/threads/t9", nil)
 	_ = a
+}
+
+// A state over the bound of a thread's state (8 MiB) is refused before
+// the request's thread is made: a refused request creates nothing.
+func TestAGUIFrontEndStateTooLarge(t *testing.T) {
+	v := newEnv(t, api.Options{MaxBodyBytes: 16 << 20})
+	in := runInput("big", "run-1", "go", `{}`)
+	in["state"] = map[string]any{"doc": strings.Repeat("x", 9<<20)}
+	if r := v.do("POST", "/v1/ag-ui/demo", in); r.status != 413 || r.code() != "too_large" {
+		t.Fatalf("a state of 9 MiB: %d %.200s", r.status, r.body)
+	}
+	v.mustDo(404, "GET", "/v1/threads/big", nil)
 }

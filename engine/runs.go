@@ -8,6 +8,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/clip"
+	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -109,8 +110,13 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 	default:
 		return tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
 	}
-	if len(req.State) > 0 && req.Multitask != tether.MultitaskReject {
-		return tether.Errorf(tether.CodeBadRequest, "a run that sets the thread's state needs multitask reject")
+	if len(req.State) > 0 {
+		if req.Multitask != tether.MultitaskReject {
+			return tether.Errorf(tether.CodeBadRequest, "a run that sets the thread's state needs multitask reject")
+		}
+		if err := runs.CheckState(req.State); err != nil {
+			return err
+		}
 	}
 	if err := checkMetadataSize(compactObject(req.Metadata), "metadata"); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	tether "github.com/tetherhq/tether"
-	"github.com/tetherhq/tether/internal/nest"
 )
 
 // Tx is a batch of events applied on top of a Machine. The machine is not
@@ -464,7 +463,7 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 				return badRequest("field %q of %s is not valid JSON", "state", e.Type)
 			}
 			next = c.Bytes()
-			if !tx.direct && (len(next) > maxStateBytes || !nest.Within(next, maxStateDepth)) {
+			if !tx.direct && !stateWithin(next) {
 				return tooLarge("the state of %s is larger than 8 MiB or nested more than %d levels deep", e.Type, maxStateDepth)
 			}
 		}
