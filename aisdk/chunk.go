@@ -26,10 +26,10 @@ const (
 	ChunkToolApprovalRequest  = "tool-approval-request"
 	ChunkToolApprovalResponse = "tool-approval-response"
 	ChunkToolOutputDenied     = "tool-output-denied"
-	ChunkMessageMetadata    = "message-metadata"
-	ChunkFinish             = "finish"
-	ChunkError              = "error"
-	ChunkAbort              = "abort"
+	ChunkMessageMetadata      = "message-metadata"
+	ChunkFinish               = "finish"
+	ChunkError                = "error"
+	ChunkAbort                = "abort"
 	// ChunkDataPrefix starts the type of a data chunk: "data-" + its name.
 	ChunkDataPrefix = "data-"
 	// ChunkState carries the thread's state, whole (state.snapshot, and

@@ -337,9 +337,9 @@ type checker struct {
 	open      map[string]string // part id → "text" | "reasoning"
 	calls     map[string]bool
 	approvals map[string]bool // approval ids asked
-	starts int
-	ended  bool
-	waited bool // the terminal chunk was a waiting point's
+	starts    int
+	ended     bool
+	waited    bool // the terminal chunk was a waiting point's
 }
 
 func (ck *checker) check(c Chunk) error {
