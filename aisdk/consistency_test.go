@@ -168,11 +168,11 @@ func normal(m UIMessage, running, asked bool, late map[string]bool) string {
 	return string(b)
 }
 
-// partAfter reports whether a part other than a step's start follows the
-// first of parts.
+// partAfter reports whether a part follows the first of parts, other
+// than a step's start and a request's part once answered (set aside).
 func partAfter(parts []UIPart) bool {
 	for _, p := range parts[1:] {
-		if p.Type != "step-start" {
+		if p.Type != "step-start" && !(p.Type == "dynamic-tool" && (p.State == StateOutput || p.State == StateOutputError)) {
 			return true
 		}
 	}
