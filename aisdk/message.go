@@ -338,8 +338,9 @@ func answer(run tether.Run, msgs []tether.Message) []tether.Message {
 
 // RegenerateKey is the key of a run's metadata, {"ai_sdk": {"regenerates":
 // "<UI message id>"}}, that names the answer a run replaces (useChat's
-// regenerate): Messages leaves that answer out.
-const RegenerateKey = "ai_sdk"
+// regenerate): Messages leaves that answer out, and the run is not given
+// it (tether.Conversation).
+const RegenerateKey = tether.RegeneratesKey
 
 // Messages returns a thread snapshot as useChat's messages: each run's
 // input messages (user and system, text only), then the run's answer as
@@ -400,17 +401,5 @@ func inputMessage(m tether.Message) UIMessage {
 }
 
 // Regenerates returns the UI message id a run's metadata says the run
-// regenerates, or "".
-func Regenerates(metadata json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(metadata, &m) != nil {
-		return ""
-	}
-	var v struct {
-		Regenerates string `json:"regenerates"`
-	}
-	if json.Unmarshal(m[RegenerateKey], &v) != nil {
-		return ""
-	}
-	return v.Regenerates
-}
+// regenerates, or "" (tether.Regenerates).
+func Regenerates(metadata json.RawMessage) string { return tether.Regenerates(metadata) }
