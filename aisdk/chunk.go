@@ -20,10 +20,16 @@ const (
 	ChunkToolInputAvailable = "tool-input-available"
 	ChunkToolOutput         = "tool-output-available"
 	ChunkToolOutputError    = "tool-output-error"
-	ChunkMessageMetadata    = "message-metadata"
-	ChunkFinish             = "finish"
-	ChunkError              = "error"
-	ChunkAbort              = "abort"
+	// ChunkToolApprovalRequest asks for the approval of a call's part
+	// (an approval request of the run); ChunkToolApprovalResponse says
+	// what it was answered; ChunkToolOutputDenied ends a denied call.
+	ChunkToolApprovalRequest  = "tool-approval-request"
+	ChunkToolApprovalResponse = "tool-approval-response"
+	ChunkToolOutputDenied     = "tool-output-denied"
+	ChunkMessageMetadata      = "message-metadata"
+	ChunkFinish               = "finish"
+	ChunkError                = "error"
+	ChunkAbort                = "abort"
 	// ChunkDataPrefix starts the type of a data chunk: "data-" + its name.
 	ChunkDataPrefix = "data-"
 	// ChunkState carries the thread's state, whole (state.snapshot, and
@@ -64,10 +70,15 @@ type Chunk struct {
 	// Dynamic marks a tool whose name the app does not declare (Tether's
 	// requests of a waiting run).
 	Dynamic bool
+	// ApprovalID and Approved are the tool-approval-* chunks'; an
+	// approval response's reason is Reason.
+	ApprovalID string
+	Approved   bool
 	// Data is a data chunk's data; Transient keeps it out of the message.
 	Data      json.RawMessage
 	Transient bool
-	// Reason is abort's; FinishReason finish's.
+	// Reason is abort's and tool-approval-response's; FinishReason
+	// finish's.
 	Reason       string
 	FinishReason string
 }
@@ -141,6 +152,24 @@ func (c Chunk) MarshalJSON() ([]byte, error) {
 			ToolCallID string `json:"toolCallId"`
 			ErrorText  string `json:"errorText"`
 		}{c.Type, c.ToolCallID, c.ErrorText})
+	case ChunkToolApprovalRequest:
+		return json.Marshal(struct {
+			Type       string `json:"type"`
+			ApprovalID string `json:"approvalId"`
+			ToolCallID string `json:"toolCallId"`
+		}{c.Type, c.ApprovalID, c.ToolCallID})
+	case ChunkToolApprovalResponse:
+		return json.Marshal(struct {
+			Type       string `json:"type"`
+			ApprovalID string `json:"approvalId"`
+			Approved   bool   `json:"approved"`
+			Reason     string `json:"reason,omitempty"`
+		}{c.Type, c.ApprovalID, c.Approved, c.Reason})
+	case ChunkToolOutputDenied:
+		return json.Marshal(struct {
+			Type       string `json:"type"`
+			ToolCallID string `json:"toolCallId"`
+		}{c.Type, c.ToolCallID})
 	case ChunkMessageMetadata:
 		return json.Marshal(struct {
 			Type     string          `json:"type"`

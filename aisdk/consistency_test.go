@@ -111,9 +111,28 @@ func build(t testing.TB, chunks []Chunk) (UIMessage, bool) {
 func normal(m UIMessage, running, asked bool, late map[string]bool) string {
 	var parts []UIPart
 	var open *UIPart
-	for _, p := range m.Parts {
+	for i, p := range m.Parts {
 		if late[p.ToolCallID] {
 			p.Input, p.RawInput = nil, ""
+		}
+		if p.State == StateApprovalRequested && partAfter(m.Parts[i:]) {
+			// An open approval of a call that parts followed (an agent
+			// streamed while it waited): its input was made available
+			// where the stream stood, which a snapshot cannot tell.
+			p.Input, p.RawInput = nil, ""
+		}
+		switch p.State {
+		case StateOutput, StateOutputError:
+			// An approved call (or one whose approval was open when it
+			// ended) keeps its approval in useChat; the snapshot knows
+			// the call's end only.
+			p.Approval = nil
+		case StateApprovalResponded, StateInputStreaming, StateInputAvailable:
+			if p.Type != "dynamic-tool" && late[p.ToolCallID] {
+				// Its approval answered, the call still running: rebuilt,
+				// a running call (the snapshot keeps no answered request).
+				p.State, p.Approval = "pending", nil
+			}
 		}
 		if p.Type == "dynamic-tool" && (p.State == StateOutput || p.State == StateOutputError) {
 			continue
@@ -149,34 +168,63 @@ func normal(m UIMessage, running, asked bool, late map[string]bool) string {
 	return string(b)
 }
 
+// partAfter reports whether a part follows the first of parts, other
+// than a step's start and a request's part once answered (set aside).
+func partAfter(parts []UIPart) bool {
+	for _, p := range parts[1:] {
+		if p.Type != "step-start" && !(p.Type == "dynamic-tool" && (p.State == StateOutput || p.State == StateOutputError)) {
+			return true
+		}
+	}
+	return false
+}
+
 // lateCalls returns the tool calls of a stream that ended in a later step
 // than their part's: useChat updates the part of a tool-input-available
 // in the current step only, so such a call gets its output alone, and its
-// part keeps the input streamed into it (docs/ai-sdk.md, "Caveats").
+// part keeps the input streamed into it (docs/ai-sdk.md, "Caveats"); and
+// the calls whose approval was answered that are still running (the
+// snapshot keeps no answered request: rebuilt, they are running calls).
 func lateCalls(chunks []Chunk) map[string]bool {
-	late, given := map[string]bool{}, map[string]bool{}
+	late, given, responded := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	approvals := map[string]string{} // approval id → call id
 	for _, c := range chunks {
 		switch c.Type {
+		case ChunkStartStep:
+			for id := range given {
+				given[id] = false
+			}
 		case ChunkToolInputStart:
 			// A call of another message of the run may have the id.
 			given[c.ToolCallID] = false
 		case ChunkToolInputAvailable:
 			given[c.ToolCallID] = true
-		case ChunkToolOutput, ChunkToolOutputError:
+		case ChunkToolApprovalRequest:
+			approvals[c.ApprovalID] = c.ToolCallID
+		case ChunkToolApprovalResponse:
+			responded[approvals[c.ApprovalID]] = true
+		case ChunkToolOutput, ChunkToolOutputError, ChunkToolOutputDenied:
+			responded[c.ToolCallID] = false
 			if !given[c.ToolCallID] {
 				late[c.ToolCallID] = true
 			}
+		}
+	}
+	for id, r := range responded {
+		if r {
+			late[id] = true
 		}
 	}
 	return late
 }
 
 // asked reports whether a message showed a request (on either side of a
-// comparison: a rebuild after the answer has none).
+// comparison: a rebuild after the answer has none), as a dynamic tool part
+// or a call's approval.
 func asked(ms ...UIMessage) bool {
 	for _, m := range ms {
 		for _, p := range m.Parts {
-			if p.Type == "dynamic-tool" {
+			if p.Type == "dynamic-tool" || p.Approval != nil {
 				return true
 			}
 		}
@@ -286,16 +334,17 @@ func TestResumeFromEveryOffset(t *testing.T) {
 // ends only for open parts, tool chunks only for known calls, nothing
 // after the terminal chunk, one start.
 type checker struct {
-	open   map[string]string // part id → "text" | "reasoning"
-	calls  map[string]bool
-	starts int
-	ended  bool
-	waited bool // the terminal chunk was a waiting point's
+	open      map[string]string // part id → "text" | "reasoning"
+	calls     map[string]bool
+	approvals map[string]bool // approval ids asked
+	starts    int
+	ended     bool
+	waited    bool // the terminal chunk was a waiting point's
 }
 
 func (ck *checker) check(c Chunk) error {
 	if ck.open == nil {
-		ck.open, ck.calls = map[string]string{}, map[string]bool{}
+		ck.open, ck.calls, ck.approvals = map[string]string{}, map[string]bool{}, map[string]bool{}
 	}
 	if ck.ended {
 		if !ck.waited {
@@ -328,9 +377,18 @@ func (ck *checker) check(c Chunk) error {
 		}
 	case ChunkToolInputStart, ChunkToolInputAvailable:
 		ck.calls[c.ToolCallID] = true
-	case ChunkToolInputDelta, ChunkToolOutput, ChunkToolOutputError:
+	case ChunkToolInputDelta, ChunkToolOutput, ChunkToolOutputError, ChunkToolOutputDenied:
 		if !ck.calls[c.ToolCallID] {
 			return fmt.Errorf("no tool invocation %q", c.ToolCallID)
+		}
+	case ChunkToolApprovalRequest:
+		if !ck.calls[c.ToolCallID] || c.ApprovalID == "" {
+			return fmt.Errorf("no tool invocation %q to approve (approval %q)", c.ToolCallID, c.ApprovalID)
+		}
+		ck.approvals[c.ApprovalID] = true
+	case ChunkToolApprovalResponse:
+		if !ck.approvals[c.ApprovalID] {
+			return fmt.Errorf("no tool invocation for approval %q", c.ApprovalID)
 		}
 	case ChunkFinish, ChunkAbort:
 		ck.ended = true

@@ -17,8 +17,10 @@
 // One run is one UI message: each assistant message of the run is a step
 // (start-step … finish-step); text and reasoning parts keep their order;
 // tool calls are static tool parts; a waiting run's request is a dynamic
-// tool part the app answers with addToolOutput; custom events are
-// transient data chunks. docs/ai-sdk.md has the whole mapping.
+// tool part the app answers with addToolOutput, except an approval of a
+// running call of the run, which is the call part's approval (the AI
+// SDK's approval flow: addToolApprovalResponse; approval.go); custom
+// events are transient data chunks. docs/ai-sdk.md has the whole mapping.
 //
 // # Caveats
 //
@@ -31,4 +33,7 @@
 //     stream (the second re-opened with the same id) and one when
 //     rebuilt; a request, once answered, stays on the stream as an
 //     answered dynamic tool part but is not in a snapshot.
+//   - An approved call keeps its approval on the stream, not in a
+//     snapshot (which keeps no answered request); a denied call is
+//     denied in both (its error's code is "denied").
 package aisdk

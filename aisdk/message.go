@@ -20,7 +20,7 @@ type UIMessage struct {
 // Type: "step-start"; "text" and "reasoning" (Text, State, and ID for
 // reasoning); "tool-<name>" and "dynamic-tool" (ToolCallID, ToolName for
 // dynamic tools, State, Input, RawInput while it streams, Output,
-// ErrorText); "data-<name>" (ID, Data).
+// ErrorText, Approval once one was asked); "data-<name>" (ID, Data).
 type UIPart struct {
 	Type       string
 	Text       string
@@ -32,7 +32,16 @@ type UIPart struct {
 	RawInput   string
 	Output     json.RawMessage
 	ErrorText  string
+	Approval   *UIApproval
 	Data       json.RawMessage
+}
+
+// UIApproval is a tool part's approval: asked (ID), then answered
+// (Approved, Reason).
+type UIApproval struct {
+	ID       string `json:"id"`
+	Approved *bool  `json:"approved,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // Tool part states.
@@ -43,6 +52,10 @@ const (
 	StateInputAvailable = "input-available"
 	StateOutput         = "output-available"
 	StateOutputError    = "output-error"
+	// A call whose approval is asked, answered, and denied.
+	StateApprovalRequested = "approval-requested"
+	StateApprovalResponded = "approval-responded"
+	StateOutputDenied      = "output-denied"
 )
 
 // MarshalJSON encodes the fields of the part's type, as useChat does.
@@ -85,7 +98,8 @@ func (p UIPart) MarshalJSON() ([]byte, error) {
 			RawInput   string          `json:"rawInput,omitempty"`
 			Output     json.RawMessage `json:"output,omitempty"`
 			ErrorText  string          `json:"errorText,omitempty"`
-		}{p.Type, name, p.ToolCallID, p.State, raw(p.Input), p.RawInput, raw(p.Output), p.ErrorText})
+			Approval   *UIApproval     `json:"approval,omitempty"`
+		}{p.Type, name, p.ToolCallID, p.State, raw(p.Input), p.RawInput, raw(p.Output), p.ErrorText, p.Approval})
 	}
 	data := raw(p.Data)
 	if data == nil {
@@ -215,6 +229,29 @@ func apply(m *UIMessage, c Chunk, idx partIndex) {
 				p.RawInput = "" // a static tool's failure keeps its raw input
 			}
 		}
+	case ChunkToolApprovalRequest:
+		if p := tool(c.ToolCallID); p != nil {
+			p.State, p.Approval = StateApprovalRequested, &UIApproval{ID: c.ApprovalID}
+		}
+	case ChunkToolApprovalResponse:
+		// useChat finds the part by its approval's id, the first one.
+		for i := range m.Parts {
+			p := &m.Parts[i]
+			if p.Approval == nil || p.Approval.ID != c.ApprovalID {
+				continue
+			}
+			approved := c.Approved
+			p.State = StateApprovalResponded
+			p.Approval = &UIApproval{ID: c.ApprovalID, Approved: &approved, Reason: p.Approval.Reason}
+			if c.Reason != "" {
+				p.Approval.Reason = c.Reason
+			}
+			break
+		}
+	case ChunkToolOutputDenied:
+		if p := tool(c.ToolCallID); p != nil {
+			p.State = StateOutputDenied
+		}
 	default:
 		if strings.HasPrefix(c.Type, ChunkDataPrefix) && !c.Transient {
 			// Not indexed: the chunks Messages applies have no data ids.
@@ -301,8 +338,9 @@ func answer(run tether.Run, msgs []tether.Message) []tether.Message {
 
 // RegenerateKey is the key of a run's metadata, {"ai_sdk": {"regenerates":
 // "<UI message id>"}}, that names the answer a run replaces (useChat's
-// regenerate): Messages leaves that answer out.
-const RegenerateKey = "ai_sdk"
+// regenerate): Messages leaves that answer out, and the run is not given
+// it (tether.Conversation).
+const RegenerateKey = tether.RegeneratesKey
 
 // Messages returns a thread snapshot as useChat's messages: each run's
 // input messages (user and system, text only), then the run's answer as
@@ -363,17 +401,5 @@ func inputMessage(m tether.Message) UIMessage {
 }
 
 // Regenerates returns the UI message id a run's metadata says the run
-// regenerates, or "".
-func Regenerates(metadata json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(metadata, &m) != nil {
-		return ""
-	}
-	var v struct {
-		Regenerates string `json:"regenerates"`
-	}
-	if json.Unmarshal(m[RegenerateKey], &v) != nil {
-		return ""
-	}
-	return v.Regenerates
-}
+// regenerates, or "" (tether.Regenerates).
+func Regenerates(metadata json.RawMessage) string { return tether.Regenerates(metadata) }

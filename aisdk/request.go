@@ -42,6 +42,15 @@ type InPart struct {
 	ToolCallID string          `json:"toolCallId"`
 	State      string          `json:"state"`
 	Output     json.RawMessage `json:"output"`
+	Approval   *InApproval     `json:"approval"`
+}
+
+// InApproval is what Tether reads of a tool part's approval: its id, and
+// the answer addToolApprovalResponse set.
+type InApproval struct {
+	ID       string  `json:"id"`
+	Approved *bool   `json:"approved"`
+	Reason   *string `json:"reason"`
 }
 
 // DecodeChatRequest decodes a chat request. The top level is read
@@ -202,6 +211,9 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 			if r.ID == snap.Thread.ActiveRunID && r.Status == tether.RunWaiting && r.Request != nil {
 				// What the engine would refuse as an active run, said as
 				// the user sees it: a question left open.
+				if call := tether.ApprovalCall(r.Request); call != "" {
+					return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the approval of tool call %s (request %s): answer it (addToolApprovalResponse) or stop the run, then send", r.ID, call, r.Request.ID)
+				}
 				return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then send", r.ID, r.Request.ID)
 			}
 		}
@@ -245,7 +257,11 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID {
 				continue
 			}
+			approval := approvalOf(r, snap.Messages)
 			for _, part := range last.Parts {
+				if v := approvalAnswer(part, approval); v != nil {
+					return &Answer{RunID: r.ID, RequestID: r.Request.ID, Value: v}, nil
+				}
 				if part.ToolCallID == r.Request.ID && part.State == StateOutput {
 					v := part.Output
 					if len(v) == 0 {
@@ -254,10 +270,49 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 					return &Answer{RunID: r.ID, RequestID: r.Request.ID, Value: v}, nil
 				}
 			}
+			if approval != "" {
+				return nil, tether.Errorf(tether.CodeBadRequest, "the last message is the answer of run %s, which waits for the approval %s of tool call %s: answer it (addToolApprovalResponse)", r.ID, approval, tether.ApprovalCall(r.Request))
+			}
 			return nil, tether.Errorf(tether.CodeBadRequest, "the last message is the answer of run %s, which waits on request %s: set that part's output (addToolOutput) to answer it", r.ID, r.Request.ID)
 		}
 	}
 	return nil, tether.Errorf(tether.CodeConflict, "the last message, %s, is not the answer of a run that waits for input", last.ID)
+}
+
+// approvalOf returns the id of the approval a waiting run's request asks
+// on a tool call's part (ApprovalID), "" if its request is no approval of
+// a call of the run's. The call may have ended since it was asked (the
+// stream then shows the request as a part of its own): a client that
+// answered the approval before it saw that still answers the request.
+func approvalOf(r tether.Run, msgs []tether.Message) string {
+	call := tether.ApprovalCall(r.Request)
+	if call == "" {
+		return ""
+	}
+	id := ""
+	for _, m := range answer(r, msgs) {
+		for _, p := range m.Parts {
+			if p.Type == tether.PartTool && p.CallID == call {
+				id = ApprovalID(m.ID, call)
+			}
+		}
+	}
+	return id
+}
+
+// approvalAnswer is the answer a client's part gives to the approval id
+// (addToolApprovalResponse: {"approved": bool, "message"?: reason}), nil
+// if the part does not answer it.
+func approvalAnswer(part InPart, id string) json.RawMessage {
+	a := part.Approval
+	if id == "" || a == nil || a.ID != id || a.Approved == nil || part.State != StateApprovalResponded {
+		return nil
+	}
+	v := map[string]any{"approved": *a.Approved}
+	if a.Reason != nil && *a.Reason != "" {
+		v["message"] = *a.Reason
+	}
+	return mustJSON(v)
 }
 
 // regenerateTarget returns the answer a regenerate-message replaces ("" if

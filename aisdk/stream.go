@@ -25,9 +25,11 @@ type Stream struct {
 	ended bool
 	final bool                 // the run finished
 	msgs  map[string]*msgState // assistant messages of the run
-	// request is the call id shown for the open request of the run, if
-	// the stream showed one (run.input answers it).
-	request string
+	// req is the open request of the run, if the stream showed one
+	// (run.input answers it); gate is the call whose part shows it as
+	// the call's approval (nil: it is a dynamic tool part of its own).
+	req  *tether.Request
+	gate *toolState
 	// steps counts the UI message's start-step chunks: useChat finds the
 	// part a tool-input-available updates in the current step only.
 	steps int
@@ -50,10 +52,15 @@ type msgState struct {
 }
 
 type toolState struct {
+	msg     string // its message's id
+	id      string
 	name    string
 	input   []byte // streamed input
 	running bool
 	step    int // the step its part is in (Stream.steps)
+	// approval is set once its part was asked for an approval (whose id
+	// is ApprovalID's).
+	approval bool
 }
 
 // NewStream returns the projection of a run, before any event after its
@@ -130,7 +137,7 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 		}
 		out = s.closePart(out, m)
 		out = s.step(out, m, tether.PartTool)
-		m.tools[ev.CallID] = &toolState{name: ev.Name, running: true, step: s.steps}
+		m.tools[ev.CallID] = &toolState{msg: m.id, id: ev.CallID, name: ev.Name, running: true, step: s.steps}
 		m.order = append(m.order, ev.CallID)
 		m.parts++
 		m.last = tether.PartTool
@@ -176,9 +183,14 @@ func (s *Stream) event(ev *tether.Event) []Chunk {
 		}
 		out = s.waiting(out, ev.Request)
 	case tether.EventRunInput:
-		if s.request != "" && ev.RequestID == s.request {
+		if s.req != nil && ev.RequestID == s.req.ID {
 			// The answer to the request a waiting point showed.
-			s.request = ""
+			s.req = nil
+			if t := s.gate; t != nil {
+				s.gate = nil
+				out = s.approvalResponse(out, t, ev.Value)
+				break
+			}
 			out = append(out, Chunk{Type: ChunkToolOutput, ToolCallID: ev.RequestID, Output: ev.Value, Dynamic: true})
 		}
 	case tether.EventCustom:
@@ -294,7 +306,7 @@ func (s *Stream) part(out []Chunk, m *msgState, p tether.Part) []Chunk {
 	case tether.PartTool:
 		out = s.closePart(out, m)
 		out = s.step(out, m, tether.PartTool)
-		t := &toolState{name: p.Name, running: true, input: []byte(p.InputText), step: s.steps}
+		t := &toolState{msg: m.id, id: p.CallID, name: p.Name, running: true, input: []byte(p.InputText), step: s.steps}
 		m.tools[p.CallID] = t
 		m.order = append(m.order, p.CallID)
 		m.parts++
@@ -367,24 +379,40 @@ func (s *Stream) finishTool(out []Chunk, callID string, t *toolState, input, out
 	if t.step == s.steps {
 		out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: callID, ToolName: t.name, Input: input})
 	}
-	if len(errv) > 0 && string(errv) != "null" {
-		return append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: callID, ErrorText: errorText(errv)})
+	switch reason, denied := deniedReason(errv); {
+	case denied:
+		out = s.deny(out, t, reason)
+	case len(errv) > 0 && string(errv) != "null":
+		out = append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: callID, ErrorText: errorText(errv)})
+	default:
+		out = append(out, Chunk{Type: ChunkToolOutput, ToolCallID: callID, Output: output})
 	}
-	return append(out, Chunk{Type: ChunkToolOutput, ToolCallID: callID, Output: output})
+	if t == s.gate {
+		// The call ended while its approval was asked: the request,
+		// still open, is shown as it would be rebuilt now.
+		out = s.ungate(out)
+	}
+	return out
 }
 
-// waiting shows the run's request as a dynamic tool call waiting for its
-// output, and ends the stream: useChat lets the app answer (addToolOutput)
-// only once the stream is over, and sends the answer in its next request.
-// Open parts are closed first; text that follows the answer is a new part.
+// waiting shows the run's request, and ends the stream: useChat lets the
+// app answer only once the stream is over, and sends the answer in its
+// next request. An approval of a running call of the run is asked on the
+// call's part (addToolApprovalResponse answers it); any other request is
+// a dynamic tool call waiting for its output (addToolOutput). Open parts
+// are closed first; text that follows the answer is a new part.
 func (s *Stream) waiting(out []Chunk, req *tether.Request) []Chunk {
 	out = s.start(out, s.runID, nil)
 	for _, m := range s.running() {
 		out = s.closePart(out, m)
 		m.asked = true
 	}
-	s.request = req.ID
-	out = append(out, Chunk{Type: ChunkToolInputAvailable, ToolCallID: req.ID, ToolName: req.Kind, Input: req.Payload, Dynamic: true})
+	s.req = req
+	if t := s.gated(req); t != nil {
+		out = s.askApproval(out, t)
+	} else {
+		out = append(out, s.requestPart(req))
+	}
 	return append(out, Chunk{Type: ChunkFinish, FinishReason: FinishToolCalls})
 }
 
@@ -399,12 +427,14 @@ func (s *Stream) finished(out []Chunk, status tether.RunStatus, errInfo json.Raw
 	case tether.RunError:
 		msgStatus = tether.MessageError
 	}
-	if s.request != "" {
+	if s.req != nil && s.gate == nil {
 		// A request the run ended without an answer to: not pending
 		// any more (the snapshot keeps only the open request).
-		out = append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: s.request, ErrorText: "The run ended before the request was answered."})
-		s.request = ""
+		out = append(out, Chunk{Type: ChunkToolOutputError, ToolCallID: s.req.ID, ErrorText: "The run ended before the request was answered."})
 	}
+	// An approval the run ended without an answer to ends with its call
+	// (below), as a call its message ended.
+	s.req, s.gate = nil, nil
 	for _, m := range s.running() {
 		out = s.endMessage(out, m, msgStatus)
 	}

@@ -78,6 +78,9 @@ func applyUI(t *testing.T, m *aisdk.UIMessage, frames []uiFrame) {
 		c.ToolName, _ = raw["toolName"].(string)
 		c.ErrorText, _ = raw["errorText"].(string)
 		c.Dynamic, _ = raw["dynamic"].(bool)
+		c.ApprovalID, _ = raw["approvalId"].(string)
+		c.Approved, _ = raw["approved"].(bool)
+		c.Reason, _ = raw["reason"].(string)
 		c.Transient, _ = raw["transient"].(bool)
 		for k, dst := range map[string]*json.RawMessage{"input": &c.Input, "output": &c.Output, "data": &c.Data} {
 			if v, ok := raw[k]; ok {

@@ -42,8 +42,10 @@ type ClaimRequest struct {
 // Claim is a run handed to a worker, with the lease it appends under.
 type Claim struct {
 	Run tether.Run
-	// Messages are the thread's messages as of the claim: the
-	// conversation the agent answers.
+	// Messages are the thread's messages as of the claim, but the
+	// answers runs replace (tether.Conversation: a regenerate's run does
+	// not see the answer it makes again): the conversation the agent
+	// answers.
 	Messages []tether.Message
 	// State is the thread's state as of the claim, nil while null.
 	State json.RawMessage
@@ -164,7 +166,7 @@ func (e *Engine) claim(ctx context.Context, q queuedRun, req ClaimRequest) (*Cla
 	run, _ := st.Machine().Run(q.runID)
 	return &Claim{
 		Run:      run,
-		Messages: snap.Messages,
+		Messages: tether.Conversation(snap.Runs, snap.Messages),
 		State:    snap.State,
 		Lease:    LeaseInfo{Token: lease.Token, ExpiresAt: tether.At(lease.ExpiresAt), TTLms: e.opts.LeaseTTL.Milliseconds()},
 		Offset:   o.records[len(o.records)-1].Offset,

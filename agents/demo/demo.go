@@ -170,7 +170,7 @@ func (Agent) Run(ctx context.Context, s *agents.Session) error {
 		}
 		if !allowed {
 			denied = true
-			if err := s.ToolFinished(ctx, msg, call, nil, nil, map[string]string{"code": "denied", "message": reason}); err != nil {
+			if err := s.ToolFinished(ctx, msg, call, nil, nil, map[string]string{"code": tether.DeniedCode, "message": reason}); err != nil {
 				return err
 			}
 		} else if err := s.ToolFinished(ctx, msg, call, nil, sc.ToolOutput, nil); err != nil {

@@ -373,7 +373,8 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
 /**
  * The messages of a chat request that the server reads: the user and
  * system messages (those it does not hold yet are the run's input), and
- * the last message, whatever it is (an answer whose request it answers).
+ * the last message, whatever it is (an answer whose request, or call's
+ * approval, it answers).
  * The other answers the chat's thread holds already; sent again with
  * every request, a long chat would outgrow the largest request body the
  * server takes (`--max-body`).

@@ -1,7 +1,8 @@
 // useChat in a real Chromium (Debian's, driven by playwright-core) on the
 // real binary: the page of test/ai-sdk-page, built here with esbuild and
 // served on the server's origin, with the unmodified DefaultChatTransport
-// (reloaded mid-answer) and with TetherChatTransport (offline for 5 s).
+// (reloaded mid-answer, and mid-approval) and with TetherChatTransport
+// (offline for 5 s).
 import { build } from 'esbuild';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -130,6 +131,42 @@ describe('useChat in Chromium', () => {
       const stats = await page.evaluate(() => (window.transport as unknown as { stats: Record<string, number> }).stats);
       console.log(`TetherChatTransport in Chromium, 5 s offline: ${JSON.stringify(stats)}`);
       expect(await page.getByTestId('error').count()).toBe(0);
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  }, 90_000);
+
+  it('tool approvals: reloaded while one waits, Allow runs the call; Deny ends the next one denied; the page shows what /messages lists', async () => {
+    const chat = threadName('page-approval');
+    const { context, page, errors } = await open();
+    const asked = '[data-testid="tool-part"][data-type="tool-search"][data-state="approval-requested"]';
+    try {
+      await page.goto(`${url()}/aisdk-page/?chat=${chat}&tokens=12&delay_ms=5&approve=1`);
+      await send(page, 'Search, if I allow it');
+      await page.locator(asked).waitFor({ timeout: 20_000 });
+      expect(await page.locator('[data-testid="tool-part"][data-type="dynamic-tool"]').count()).toBe(0);
+      await page.reload(); // mid-approval: loaded from /messages, then resumed
+      await page.locator(asked).waitFor({ timeout: 20_000 });
+      await page.getByTestId('allow').click();
+      const first = await untilComplete(chat);
+      await expect.poll(() => assistantTexts(page), { timeout: 10_000 }).toEqual([first.content]);
+      expect(await page.locator('[data-testid="tool-part"][data-state="output-available"]').count()).toBe(1);
+
+      await send(page, 'Search again');
+      await page.locator(asked).waitFor({ timeout: 20_000 });
+      await page.getByTestId('deny').click();
+      await page.getByTestId('denied').waitFor({ timeout: 20_000 });
+      const second = await untilComplete(chat);
+      expect(second.content.startsWith('You did not allow the search')).toBe(true);
+      await expect.poll(() => assistantTexts(page), { timeout: 10_000 }).toEqual([first.content, second.content]);
+      expect(await page.getByTestId('denied').textContent()).toContain('Not from the page.');
+      await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent === 'ready', null, { timeout: 20_000 });
+      expect(await page.getByTestId('error').count()).toBe(0);
+      // Loaded again: the same conversation.
+      await page.reload();
+      await expect.poll(() => assistantTexts(page), { timeout: 10_000 }).toEqual([first.content, second.content]);
+      expect(await page.getByTestId('denied').textContent()).toContain('Not from the page.');
       expect(errors).toEqual([]);
     } finally {
       await context.close();
