@@ -2,7 +2,7 @@
 // "SSE"): the request, and the frames read into the subscription.
 
 import { endReason, failure } from './control.js';
-import { TetherError, errorFromResponse, retryAfterMs } from './errors.js';
+import { TetherError, errorFromResponse } from './errors.js';
 import { SSEFrameTooLargeError, SSEParser, type SSEFrame } from './sse.js';
 import type { Attempt, Connector, SubscriptionImpl } from './subscription.js';
 import type { ConnectedInfo, Snapshot, TetherEvent } from './types.js';
@@ -43,7 +43,7 @@ export const sseConnector: Connector = {
     if (a.signal.aborted) return;
     if (!res.ok) {
       const err = await errorFromResponse(res);
-      Object.assign(o, { error: err, fatal: !err.retryable, retryAfterMs: retryAfterMs(res) });
+      Object.assign(o, { error: err, fatal: !err.retryable });
       return;
     }
     if (sub.create && !sub.runId) {

@@ -171,7 +171,6 @@ export interface Outcome {
   now?: boolean; // the server asked to reconnect
   tokenExpired?: boolean; // …because the token expired
   connected?: boolean;
-  retryAfterMs?: number; // the answer's Retry-After: the least wait before the next try
   yielded: number;
 }
 
@@ -363,7 +362,7 @@ export class SubscriptionImpl implements Subscription {
       // the backoff.
       if (o.now && (asked === 0 || o.yielded > 0)) {
         asked++;
-        this.emit('reconnecting', { delayMs: 0 });
+        this.emit('reconnecting', { delayMs: 0, ...(o.error ? { error: o.error } : {}) });
         continue;
       }
       asked = 0;
@@ -378,7 +377,7 @@ export class SubscriptionImpl implements Subscription {
       // Not before the server's Retry-After (a 429 or 503), up to the backoff's maxMs.
       const delayMs = Math.max(
         backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random()),
-        Math.min(o.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
+        Math.min(o.error?.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
       );
       this.emit('reconnecting', { delayMs, ...(o.error ? { error: o.error } : {}) });
       await this.sleep(delayMs);

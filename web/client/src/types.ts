@@ -242,15 +242,17 @@ export interface FinalAnswer {
   status: RunStatus | '';
 }
 
-/** The `connected` frame of an SSE stream. */
+/** The `connected` frame of an SSE stream, or the `subscribed` frame of a WebSocket subscription. */
 export interface ConnectedInfo {
   thread_id: string;
   run_id?: string;
   message_id?: string;
   /** The thread's tail when the stream started. */
   offset: Offset;
-  heartbeat_ms: number;
-  server_time: string;
+  /** The server's heartbeat; absent over a WebSocket, whose socket pings every heartbeat. */
+  heartbeat_ms?: number;
+  /** The server's clock; absent over a WebSocket. */
+  server_time?: string;
 }
 
 /** Run statuses after which nothing more happens. */
