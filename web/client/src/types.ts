@@ -45,6 +45,8 @@ export interface Thread {
   last_offset: Offset;
   /** The running or waiting run, else the oldest pending run, else null. */
   active_run_id: string | null;
+  /** The `sub` of the user token that created the thread; absent for a thread made with a key or without auth. */
+  owner?: string;
 }
 
 /** An error carried by a run or a message (`{code, message}`). */
