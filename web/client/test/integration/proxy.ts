@@ -20,28 +20,38 @@ export class Proxy {
     readonly url: string,
   ) {}
 
-  static async start(target: string): Promise<Proxy> {
+  /**
+   * Starts a proxy to `target`. A GET of a path in `pages` is answered by
+   * the proxy itself (so that a browser loads a page from a real server on
+   * the origin it then talks to); everything else goes to the target.
+   */
+  static async start(target: string, pages: Record<string, { type: string; body: string }> = {}): Promise<Proxy> {
     const { hostname, port } = new URL(target);
     let self!: Proxy;
     const server = createServer((client) => {
-      const upstream = connect(Number(port), hostname);
-      const c: Conn = { client, upstream, ws: false };
-      self.conns.add(c);
-      client.once('data', (b: Buffer) => {
-        if (/^upgrade:\s*websocket/im.test(b.toString('latin1'))) {
-          c.ws = true;
-          self.upgrades++;
+      client.on('error', () => client.destroy());
+      client.once('data', (first: Buffer) => {
+        const head = first.toString('latin1');
+        const page = pages[/^GET (\S+) HTTP/.exec(head)?.[1]?.split('?')[0] ?? ''];
+        if (page) {
+          client.end(`HTTP/1.1 200 OK\r\nContent-Type: ${page.type}\r\nContent-Length: ${Buffer.byteLength(page.body)}\r\nConnection: close\r\n\r\n${page.body}`);
+          return;
         }
+        const upstream = connect(Number(port), hostname);
+        const c: Conn = { client, upstream, ws: /^upgrade:\s*websocket/im.test(head) };
+        if (c.ws) self.upgrades++;
+        self.conns.add(c);
+        upstream.write(first);
+        client.pipe(upstream);
+        upstream.pipe(client);
+        const end = () => {
+          self.conns.delete(c);
+          client.destroy();
+          upstream.destroy();
+        };
+        client.on('close', end);
+        upstream.on('error', end).on('close', end);
       });
-      client.pipe(upstream);
-      upstream.pipe(client);
-      const end = () => {
-        self.conns.delete(c);
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on('error', end).on('close', end);
-      upstream.on('error', end).on('close', end);
     });
     await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
     const addr = server.address();
