@@ -485,6 +485,21 @@ describe('WebSocket transport', () => {
     expect(await sub.closed).toEqual({ reason: 'closed' });
   });
 
+  it('an aborted signal unsubscribes like close()', async () => {
+    const ac = new AbortController();
+    const other = client.subscribe({ threadId: 't2' }, {});
+    const sub = client.subscribe({ threadId: 't1' }, { signal: ac.signal });
+    const ws = await socket(1);
+    ws.open();
+    const id = ws.lastId();
+    ws.recv(subscribed(id));
+    ac.abort();
+    expect(ws.sent.at(-1)).toEqual({ op: 'unsubscribe', id });
+    expect(await sub.closed).toEqual({ reason: 'closed' });
+    expect(ws.live).toBe(true);
+    other.close();
+  });
+
   it('a close() right after subscribe opens no socket', async () => {
     const sub = client.subscribe({ threadId: 't1' }, {});
     sub.close();

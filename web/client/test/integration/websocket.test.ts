@@ -154,6 +154,25 @@ describe('WebSocket transport (real server)', () => {
     expect(await unknown.closed).toMatchObject({ reason: 'error', error: { code: 'not_found', status: 404 } });
   });
 
+  it('a cursor the server cannot place gets a reset snapshot, then every later event', async () => {
+    const d = direct();
+    const client = wsClient();
+    const tid = threadName('ws-reset');
+    await d.createThread({ id: tid });
+    const run = await d.createRun(tid, demo(5, 1));
+    await until(async () => (await d.getRun(run.id)).run.status === 'done', 10_000, 'the run');
+    const c = counting();
+    // A store that holds state of a log the server no longer has (another epoch).
+    const live = client.followThread(tid, { after: '0000000001_0000000000000001', reconcileIntervalMs: 0, onEvent: c.onEvent });
+    cleanup.push(() => live.close());
+    await until(() => live.store.getState().resets === 1 && live.subscription.state === 'open', 5000, 'the reset');
+    const r2 = await live.startRun(demo(5, 1));
+    await until(() => live.store.run(r2.id)?.status === 'done', 10_000, 'a later run');
+    expect(frames.filter((f) => f.op === 'snapshot').map((f) => f.reset)).toEqual([true]);
+    await expectSameAsServer(live.store, d);
+    expect([...c.results.keys()]).toEqual(['applied']);
+  });
+
   it('close() unsubscribes and closes the socket, on the client and on the server', async () => {
     const client = wsClient();
     const tid = threadName('ws-close');
