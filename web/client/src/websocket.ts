@@ -15,6 +15,7 @@
 import type { RunRequest, SubscriptionTransport, TetherClient } from './client.js';
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import type { Attempt, Connector, SubscriptionImpl } from './subscription.js';
+import { defaultTimers } from './timing.js';
 import type { ConnectedInfo, Snapshot, TetherEvent } from './types.js';
 import { isEventOffset } from './types.js';
 
@@ -90,8 +91,9 @@ class Sockets implements Connector {
     readonly opts: WebSocketOptions,
   ) {}
 
+  // The client's clock: a socket's frames are every subscription's.
   now(): number {
-    return (this.client.options.timers?.now ?? Date.now)();
+    return (this.client.options.timers ?? defaultTimers).now();
   }
 
   async connect(sub: SubscriptionImpl, a: Attempt): Promise<void> {
