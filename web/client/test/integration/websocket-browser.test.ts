@@ -75,8 +75,9 @@ describe('WebSocket transport in Chromium', () => {
       await until(async () => Object.values(await states(page)).every((s) => s.loaded && s.connection === 'open'), 10_000, 'open');
       expect(proxy.sockets).toBe(1);
       const runs = await Promise.all(tids.map((tid) => direct.createRun(tid, demo(150, 8))));
-      for (let i = 0; i < 2; i++) {
-        await new Promise((r) => setTimeout(r, 300)); // mid-run (about 1.2 s each)
+      const applied = () => page.evaluate(() => (window as unknown as { wsPage: { results: Record<string, number> } }).wsPage.results.applied ?? 0);
+      for (const at of [300, 700]) {
+        await until(async () => (await applied()) >= at, 15_000, `event ${at}`); // mid-run: 8 runs of about 160 events
         expect(proxy.cutSockets()).toBe(1);
       }
       await until(async () => (await Promise.all(runs.map((r) => direct.getRun(r.id)))).every((r) => r.run.status === 'done'), 30_000, 'the runs');

@@ -15,7 +15,7 @@ import type { TokenRequest } from '../../src/token.js';
 import type { TetherEvent } from '../../src/types.js';
 import { webSocket, type WebSocketConstructor } from '../../src/websocket.js';
 import { mintJWT } from '../helpers/jwt.js';
-import { demo, expectSameAsServer, openStreams, threadName, until, url } from './helpers.js';
+import { demo, expectSameAsServer, threadName, until, url } from './helpers.js';
 import { Proxy } from './proxy.js';
 
 /** Every frame the server sent to the client's sockets, parsed. */
@@ -67,9 +67,10 @@ const ends = (reason: string) => frames.filter((f) => f.op === 'end' && f.reason
 describe('WebSocket transport (real server)', () => {
   it('follows 8 threads and their runs on one socket (past the browser\'s 6 connections per origin), each store the server\'s', async () => {
     const d = direct();
-    const client = wsClient();
-    const sockets = await openSockets();
-    const streams = await openStreams();
+    const proxy = await Proxy.start(url());
+    cleanup.push(() => proxy.close());
+    const requests: string[] = [];
+    const client = wsClient({ baseUrl: proxy.url, fetch: (input, init) => (requests.push(`${init?.method ?? 'GET'} ${String(input)}`), fetch(input, init)) });
     const c = counting();
     const tids = Array.from({ length: 8 }, (_, i) => threadName(`ws-many-${i}`));
     await Promise.all(tids.map((id) => d.createThread({ id })));
@@ -83,13 +84,13 @@ describe('WebSocket transport (real server)', () => {
     const finished = await Promise.all(followers.map((f) => f.finished));
     expect(finished.map((r) => r?.status)).toEqual(runs.map(() => 'done'));
     await until(() => lives.every((l, i) => l.store.run(runs[i]!.id)?.status === 'done'), 15_000, 'runs in the thread stores');
-    expect(await openSockets()).toBe(sockets + 1);
-    expect(await openStreams()).toBe(streams); // no SSE stream at all
+    expect(proxy.upgrades).toBe(1);
+    expect(requests.filter((r) => r.includes('/events'))).toEqual([]); // no SSE stream at all
     for (const l of [...lives, ...followers]) await expectSameAsServer(l.store, d);
     expect([...c.results.keys()]).toEqual(['applied']);
     expect(new Set(frames.filter((f) => f.op === 'subscribed').map((f) => f.id)).size).toBe(16);
     for (const l of lives) l.close();
-    await until(async () => (await openSockets()) === sockets, 5000, 'the socket closed with the last subscription');
+    await until(() => proxy.sockets === 0, 5000, 'the socket closed with the last subscription');
   });
 
   it('sockets cut mid-run (no close frame) resume every subscription from its offset: nothing lost, nothing twice', async () => {
@@ -174,19 +175,23 @@ describe('WebSocket transport (real server)', () => {
   });
 
   it('close() unsubscribes and closes the socket, on the client and on the server', async () => {
-    const client = wsClient();
+    const proxy = await Proxy.start(url());
+    cleanup.push(() => proxy.close());
+    const client = wsClient({ baseUrl: proxy.url });
     const tid = threadName('ws-close');
     await direct().createThread({ id: tid });
     const before = await openSockets();
     const live = client.followThread(tid);
     const sub = client.subscribe({ threadId: tid }, {});
     await until(() => live.subscription.state === 'open' && sub.state === 'open', 5000, 'open');
-    expect(await openSockets()).toBe(before + 1);
+    expect(proxy.upgrades).toBe(1);
     live.close();
     await until(() => ends('unsubscribed').length === 1, 5000, 'unsubscribed');
-    expect(await openSockets()).toBe(before + 1); // the other still holds it
+    expect(proxy.sockets).toBe(1); // the other still holds it
     sub.close();
-    await until(async () => (await openSockets()) === before, 5000, 'server socket closed');
+    await until(() => proxy.sockets === 0, 5000, 'the socket closed');
+    // On the server too (its gauge counts the sockets of every test: back to at most what it was).
+    await until(async () => (await openSockets()) <= before, 5000, 'server socket closed');
     expect(await sub.closed).toEqual({ reason: 'closed' });
   });
 });
@@ -212,10 +217,10 @@ describe('WebSocket transport, expiring user tokens (real server)', () => {
     await expectSameAsServer(thread.store, d);
     expect([...c.results.keys()]).toEqual(['applied']);
     expect(reasons.filter((r) => r !== 'initial').length).toBeGreaterThanOrEqual(2);
-    // Refreshed ahead of each exp, or told by the server at it: either way
-    // no socket outlived its token.
-    const closes = frames.filter((f) => f.op === 'end' && f.reason === 'token_expired').length;
-    expect(closes + reasons.filter((r) => r === 'expiring').length).toBeGreaterThanOrEqual(2);
+    // The server ended both subscriptions at each token's exp, and the
+    // client came back on a new socket with the next token.
+    expect(ends('token_expired').length).toBeGreaterThanOrEqual(4);
+    expect(new Set(frames.filter((f) => f.op === 'subscribed').map((f) => f.id)).size).toBeGreaterThanOrEqual(6);
   });
 
   it('a socket refused for its token closes the subscription with the server\'s error (the upgrade\'s 401, asked over fetch)', async () => {
@@ -268,7 +273,7 @@ describe('WebSocket transport, server restart', () => {
     const r1 = await lives[0]!.startRun(demo(10, 1));
     await until(() => lives[0]!.store.run(r1.id)?.status === 'done', 10_000, 'a first run');
     await stop(server);
-    expect(ends('shutdown')).toHaveLength(2);
+    await until(() => ends('shutdown').length === 2, 5000, 'an end shutdown for each');
     await until(() => lives.every((l) => l.subscription.state === 'reconnecting'), 5000, 'reconnecting');
     server = await serve(port, dir);
     await until(() => lives.every((l) => l.subscription.state === 'open'), 10_000, 'open again');
