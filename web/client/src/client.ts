@@ -282,7 +282,9 @@ export class TetherClient implements Transport {
    * /v1/threads/{tid}/runs/stream). The run id is read from Content-Location;
    * a dropped stream resumes with GET /v1/runs/{rid}/events and
    * Last-Event-ID. The POST carries an Idempotency-Key, so a POST that got
-   * no answer is retried without making a second run.
+   * no answer is retried without making a second run. With the WebSocket
+   * transport the run is made by POST /v1/threads/{tid}/runs (the same
+   * key) and followed on the socket from its first event.
    */
   createRunStream(threadId: string, body: RunRequest = {}, options: SubscribeOptions & { idempotencyKey?: string } = {}): Subscription {
     const create = { threadId, body, idempotencyKey: options.idempotencyKey ?? newKey() };
