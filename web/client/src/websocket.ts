@@ -19,11 +19,15 @@ import { defaultTimers } from './timing.js';
 import type { ConnectedInfo, Snapshot, TetherEvent } from './types.js';
 import { isEventOffset } from './types.js';
 
-/** The part of the standard `WebSocket` that the transport uses. */
+/**
+ * The part of the standard `WebSocket` that the transport uses. The event
+ * handlers take `any`: a page's WebSocket and the `ws` package type their
+ * events differently, and the transport reads only `data`, `code` and
+ * `reason`.
+ */
 export interface WebSocketLike {
   send(data: string): void;
   close(code?: number, reason?: string): void;
-  /* eslint-disable @typescript-eslint/no-explicit-any -- a page's WebSocket and the ws package type their events differently */
   onopen: ((ev: any) => unknown) | null;
   onmessage: ((ev: any) => unknown) | null;
   onclose: ((ev: any) => unknown) | null;
