@@ -21,8 +21,8 @@ func FuzzRunAgentInput(f *testing.F) {
 			}
 			return
 		}
-		if !json.Valid(in.RunMetadata(nil)) {
-			t.Fatalf("metadata %s", in.RunMetadata(nil))
+		if !json.Valid(in.RunMetadata()) {
+			t.Fatalf("metadata %s", in.RunMetadata())
 		}
 		msgs, err := in.NewMessages(func(m InputMessage) bool { return len(m.ID)%2 == 0 })
 		if err != nil && tether.CodeOf(err) != tether.CodeBadRequest {

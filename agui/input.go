@@ -89,26 +89,17 @@ func ParseRunAgentInput(body []byte) (*RunAgentInput, error) {
 	return &in, nil
 }
 
-// RunMetadata is the metadata of the run an AG-UI request creates on a
-// thread whose state is threadState: ag_ui holds what the agent may use
-// of the request (runId, tools, context, forwardedProps, state; absent
-// fields left out, and state when it is the thread's), and
+// RunMetadata is the metadata of the run an AG-UI request creates:
+// ag_ui holds what the agent may use of the request (runId, tools,
+// context, forwardedProps; absent fields left out), and
 // forwardedProps.demo, if any, is also demo (the demo agent's options).
-//
-// A front end sends its whole state with every run, most often the state
-// the agent gave the thread: that is the thread's, which the agent has,
-// and keeping it again would count a large state against the 64 KiB of a
-// run's metadata at every turn.
-func (in *RunAgentInput) RunMetadata(threadState json.RawMessage) json.RawMessage {
+// The request's state is not in it: it is the thread's (NewState).
+func (in *RunAgentInput) RunMetadata() json.RawMessage {
 	agui := map[string]json.RawMessage{}
 	runID, _ := json.Marshal(in.RunID)
 	agui["runId"] = runID
-	state := in.State
-	if sameJSON(state, threadState) {
-		state = nil
-	}
 	for k, v := range map[string]json.RawMessage{"tools": in.Tools, "context": in.Context,
-		"forwardedProps": in.ForwardedProps, "state": state} {
+		"forwardedProps": in.ForwardedProps} {
 		if len(v) > 0 && string(v) != "null" {
 			agui[k] = v
 		}
@@ -122,6 +113,24 @@ func (in *RunAgentInput) RunMetadata(threadState json.RawMessage) json.RawMessag
 	}
 	b, _ := json.Marshal(md)
 	return b
+}
+
+// NewState returns the state the request gives the thread, whose state
+// is threadState (nil while null), or nil to leave it as it is. In AG-UI
+// the client's state is the agent's input: a front end that shares its
+// state with the agent (CopilotKit's useCoAgent) edits it between runs and
+// sends it with the next. A state sent back unchanged (HttpAgent sends its
+// whole state with every run, most often the one the agent gave it) is
+// the thread's already, and is not written again. No state, null and the
+// empty object leave the thread's as it is: {} is what HttpAgent sends
+// when it knows no state (a new client on a thread it has not joined),
+// not an edit.
+func (in *RunAgentInput) NewState(threadState json.RawMessage) json.RawMessage {
+	st := in.State
+	if len(st) == 0 || string(st) == "null" || sameJSON(st, json.RawMessage("{}")) || sameJSON(st, threadState) {
+		return nil
+	}
+	return st
 }
 
 // sameJSON reports whether a and b are the same JSON value, whatever the

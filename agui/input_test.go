@@ -29,12 +29,15 @@ func TestParseRunAgentInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var md map[string]any
-	if err := json.Unmarshal(in.RunMetadata(nil), &md); err != nil {
+	if err := json.Unmarshal(in.RunMetadata(), &md); err != nil {
 		t.Fatal(err)
 	}
 	agui := md["ag_ui"].(map[string]any)
-	if agui["runId"] != in.RunID || agui["tools"] == nil || agui["context"] == nil || agui["state"] == nil || agui["forwardedProps"] == nil {
+	if agui["runId"] != in.RunID || agui["tools"] == nil || agui["context"] == nil || agui["state"] != nil || agui["forwardedProps"] == nil {
 		t.Fatalf("ag_ui %v", agui)
+	}
+	if st := in.NewState(nil); string(st) != `{"n":1}` {
+		t.Fatalf("new state %s", st)
 	}
 	if !reflect.DeepEqual(md["demo"], map[string]any{"tokens": float64(5)}) {
 		t.Fatalf("demo %v", md["demo"])

@@ -77,12 +77,18 @@ func (p *Projector) Load(snap *tether.Snapshot) {
 // ended, its RUN_FINISHED or RUN_ERROR. A run that has not started yet
 // gets no prelude of its own (its RUN_STARTED comes when it starts, with
 // its input): the thread shows its latest ended run instead, if it has
-// one. A thread without runs has an empty prelude.
+// one. A thread without a run that started has an empty prelude; its
+// state, if a run's creation set it, follows the first RUN_STARTED.
 func (p *Projector) Join(snap *tether.Snapshot) []Frame {
 	p.Load(snap)
 	p.out, p.off = nil, snap.Offset
 	r := p.current(snap)
 	if r == nil {
+		// No run has started: a state set with a run's creation (a front
+		// end's, engine.RunRequest.State) goes in the first one.
+		if len(snap.State) > 0 && string(snap.State) != "null" {
+			p.held = []Event{ev(StateSnapshot, "snapshot", snap.State)}
+		}
 		return nil
 	}
 	started := ev(RunStarted, "threadId", p.thread, "runId", aguiRunID(r))

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -10,18 +11,58 @@ import (
 // Messages returns the AG-UI messages of a thread's Tether messages, in
 // order: what MESSAGES_SNAPSHOT carries. An assistant message becomes its
 // reasoning messages (one per reasoning part, id "<id>:reasoning:<part>"),
-// the assistant message (its text parts joined, its tool calls) and one
-// tool message per call that has a result (id "<call>:result"), in the
+// the assistant message (its text parts joined, its tool calls, or the
+// toolCalls an AG-UI front end sent with it, metadata.ag_ui.toolCalls) and
+// one tool message per call that has a result (id "<call>:result"), in the
 // order a client that read the stream has them: the reasoning before the
 // first text or tool part, the assistant message, the results, then the
-// reasoning after; a tool
-// message needs metadata.tool_call_id (else it is left out), and data parts
-// have no AG-UI form.
+// reasoning after; a tool message needs metadata.tool_call_id (else it is
+// left out), and data parts have no AG-UI form.
+//
+// It is the one rendering of a conversation as AG-UI messages: the
+// conversation an AG-UI agent is sent is AgentMessages, a view of it.
 func Messages(msgs []tether.Message) []Event {
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {
 		ms, _ := aguiMessages(m)
 		out = append(out, ms...)
+	}
+	return out
+}
+
+// AgentMessages returns the conversation an AG-UI agent is sent
+// (RunAgentInput.messages) for a thread's Tether messages: Messages as a
+// conversation rather than a stream, so without reasoning messages (an
+// agent reads what was said and done), every assistant message with a
+// content ("" if none) and every tool call with arguments ("{}" if none:
+// agents parse them), and assistant messages with neither content nor
+// tool calls left out. A tool message says its result, not whether it was
+// an error (which the calls an agent made know).
+func AgentMessages(msgs []tether.Message) []Event {
+	out := make([]Event, 0, len(msgs))
+	for _, e := range Messages(msgs) {
+		switch e["role"] {
+		case "reasoning":
+			continue
+		case "tool":
+			delete(e, "error")
+		case "assistant":
+			calls, hasCalls := e["toolCalls"]
+			if _, ok := e["content"]; !ok {
+				if !hasCalls {
+					continue
+				}
+				e["content"] = ""
+			}
+			if cs, ok := calls.([]any); ok {
+				for _, c := range cs {
+					if f, ok := c.(map[string]any)["function"].(map[string]any); ok && f["arguments"] == "" {
+						f["arguments"] = "{}"
+					}
+				}
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -75,12 +116,20 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 			}
 		}
 	}
+	frontCalls := frontEndToolCalls(m)
+	if asst == nil && frontCalls != nil {
+		asst = Event{"id": m.ID, "role": "assistant"}
+		out = append(out, asst)
+	}
 	if asst != nil {
 		if text.Len() > 0 {
 			asst["content"] = text.String()
 		}
-		if len(calls) > 0 {
+		switch {
+		case len(calls) > 0:
 			asst["toolCalls"] = calls
+		case frontCalls != nil:
+			asst["toolCalls"] = frontCalls
 		}
 	}
 	// Where HttpAgent's reducer puts them: a TOOL_CALL_RESULT right after
@@ -88,6 +137,25 @@ func aguiMessages(m tether.Message) (out []Event, ok bool) {
 	// there), reasoning where it starts.
 	out = append(out, results...)
 	return append(out, after...), true
+}
+
+// frontEndToolCalls is the toolCalls an AG-UI front end sent with an
+// assistant message (POST /v1/ag-ui/{agent} keeps them in
+// metadata.ag_ui.toolCalls: a Tether message has no parts for calls it did
+// not make), or nil.
+func frontEndToolCalls(m tether.Message) json.RawMessage {
+	var md struct {
+		AGUI struct {
+			ToolCalls json.RawMessage `json:"toolCalls"`
+		} `json:"ag_ui"`
+	}
+	if m.Role != tether.RoleAssistant || len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &md) != nil {
+		return nil
+	}
+	if t := bytes.TrimLeft(md.AGUI.ToolCalls, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		return nil
+	}
+	return md.AGUI.ToolCalls
 }
 
 // toolArgs is a tool call's arguments as AG-UI has them: the streamed

@@ -372,3 +372,29 @@ func TestProjectState(t *testing.T) {
 		}
 	}
 }
+
+// A run created with a state (a front end's, engine.RunRequest.State)
+// sets it while pending, where no AG-UI run is open: it follows the run's
+// RUN_STARTED, in a stream read from before the run and in a join before
+// the run started.
+func TestProjectStateOfAPendingRun(t *testing.T) {
+	l := newLog(t, "t1")
+	l.createRun("r1", `{}`, tether.InputMessage{ID: "u1", Role: tether.RoleUser, Content: "hi"})
+	l.add(&tether.Event{Type: tether.EventStateSnapshot, RunID: "r1", State: json.RawMessage(`{"n":5}`)})
+	l.started("r1")
+	l.finish("r1", tether.RunDone, "")
+	want := []string{"RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED success"}
+	for k := range 4 { // up to the run.started
+
+		frames := l.project(Options{}, k, true)
+		verify(t, frames)
+		if got := types(frames); !reflect.DeepEqual(got, want) {
+			t.Fatalf("joined at %d: %v, want %v", k, got, want)
+		}
+		for _, f := range frames {
+			if f.Event.Type() == StateSnapshot && string(f.Event["snapshot"].(json.RawMessage)) != `{"n":5}` {
+				t.Fatalf("joined at %d: %v", k, f.Event)
+			}
+		}
+	}
+}

@@ -58,18 +58,21 @@ func (s *Server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	meta := in.RunMetadata(snap.State)
+	meta := in.RunMetadata()
 	if len(meta) > engine.MaxMetadataBytes {
 		// The run's metadata is the request's own fields: name them, not
 		// "metadata", which an AG-UI client never sent.
 		s.writeError(w, r, tether.Errorf(tether.CodeBadRequest,
-			"the request's tools, context, forwardedProps and state are kept in the run's metadata: %d bytes of JSON, over the limit of %d",
+			"the request's tools, context and forwardedProps are kept in the run's metadata: %d bytes of JSON, over the limit of %d",
 			len(meta), engine.MaxMetadataBytes))
 		return
 	}
+	// A state the front end changed becomes the thread's with the run
+	// (one append: a refused request changes nothing), so the agent
+	// starts with it, as AG-UI has the client's state be the agent's input.
 	run := engine.RunRequest{
 		Agent: r.PathValue("agent"), Input: tether.RunInput{Messages: msgs},
-		Metadata: meta, IdempotencyKey: in.RunID,
+		Metadata: meta, IdempotencyKey: in.RunID, State: in.NewState(snap.State),
 	}
 	if isNew {
 		if err := s.e.CheckRunRequest(ctx, run); err != nil {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"strings"
@@ -53,7 +54,8 @@ func TestAGUIResultSentBackUnderItsOwnID(t *testing.T) {
 // 64 KiB a run's metadata holds (a LangGraph graph's state carries its
 // messages) refused every next run of the conversation (400), since the
 // request's state was kept in the run's metadata. The thread's own state
-// sent back is the thread's, which the agent has: it is not kept again.
+// sent back is the thread's, which the agent has: it is not kept again
+// (nor in the run's metadata, nor as a new state).
 func TestAGUIStateSentBack(t *testing.T) {
 	v := newEnv(t, api.Options{})
 	v.mustDo(204, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["graph"],"wait_ms":0}`)
@@ -81,12 +83,29 @@ func TestAGUIStateSentBack(t *testing.T) {
 	if len(snap.Runs) != 2 || snap.Runs[1].Status != tether.RunDone {
 		t.Fatalf("runs %+v", snap.Runs)
 	}
-	// A state the front end changed is the front end's: kept for the agent.
-	changed := map[string]any{"doc": "short", "n": 2}
-	run("run-3", changed)
-	var r struct{ Run tether.Run }
-	v.mustDo(200, "GET", "/v1/runs/"+v.finalAnswer("t1").RunID, nil).json(&r)
-	if !strings.Contains(string(r.Run.Metadata), `"state":{"doc":"short","n":2}`) {
-		t.Fatalf("run-3 metadata %s", r.Run.Metadata)
+	// Sent back unchanged, the state was not written again: the log holds
+	// the workers' two snapshots only.
+	if n := countEvents(t, v, "t1", tether.EventStateSnapshot); n != 2 {
+		t.Fatalf("%d state.snapshot events, want the workers' 2", n)
 	}
+}
+
+// countEvents counts the events of type typ in thread tid's log.
+func countEvents(t *testing.T, v *env, tid, typ string) int {
+	t.Helper()
+	recs, err := v.st.ReadEvents(context.Background(), tid, tether.OffsetStart, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		ev, err := r.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
 }

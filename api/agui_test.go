@@ -324,7 +324,7 @@ func TestAGUIErrors(t *testing.T) {
 	big := runInput("t1", "r3", "x", `{}`)
 	big["context"] = []any{map[string]any{"description": "page", "value": strings.Repeat("x", 70<<10)}}
 	r := v.do("POST", "/v1/ag-ui/demo", big)
-	if r.status != 400 || r.code() != "bad_request" || !strings.Contains(string(r.body), "tools, context, forwardedProps and state") {
+	if r.status != 400 || r.code() != "bad_request" || !strings.Contains(string(r.body), "tools, context and forwardedProps") {
 		t.Errorf("a context over 64 KiB: %d %s", r.status, r.body)
 	}
 	v.agui("POST", "/v1/ag-ui/demo", runInput("t2", "a", "x", `{"tokens":50,"delay_ms":20}`)).next()

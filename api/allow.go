@@ -47,11 +47,10 @@ func (a act) String() string {
 
 // allowRoute checks the thread a route names in its path ({tid}, {chat},
 // {rid}, a Durable Streams path) against a signed client token's rights.
-func (s *Server) allowRoute(r *http.Request, p Principal, rt route) error {
+func (s *Server) allowRoute(ctx context.Context, r *http.Request, p Principal, rt route) error {
 	if !p.scoped() {
 		return nil
 	}
-	ctx := r.Context()
 	switch rt.act {
 	case actNone:
 		return nil

@@ -240,13 +240,22 @@ func (s *Server) guard(rt route) http.Handler {
 			s.writeError(w, r, tether.Errorf(tether.CodeForbidden, "a %s token may not do this", p.Role))
 			return
 		}
-		if rid := r.PathValue("rid"); rt.access == accessRun && rid != "" {
-			if err := s.mayReadRun(r.Context(), p, rid); err != nil {
-				s.writeError(w, r, err)
-				return
+		rights := func(ctx context.Context) error {
+			if rid := r.PathValue("rid"); rt.access == accessRun && rid != "" {
+				if err := s.mayReadRun(ctx, p, rid); err != nil {
+					return err
+				}
 			}
+			return s.allowRoute(ctx, r, p, rt)
 		}
-		if err := s.allowRoute(r, p, rt); err != nil {
+		if rt.stream && !wantsJSON(r) {
+			// The rights read the store (a thread's owner, a run's lease),
+			// and an SSE stream answers before any read of the store: the
+			// stream checks them after ":ok" (sse.go).
+			rt.h.ServeHTTP(w, withRights(withPrincipal(r, p), rights))
+			return
+		}
+		if err := rights(r.Context()); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

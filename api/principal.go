@@ -142,3 +142,17 @@ func ownerOf(p Principal) string {
 	}
 	return ""
 }
+
+type rightsCtx struct{}
+
+// withRights gives a stream route's handler the check of the token's
+// rights on what the route names, left to it by guard (route.stream).
+func withRights(r *http.Request, check func(context.Context) error) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), rightsCtx{}, check))
+}
+
+// rightsOf is the check withRights gave r, nil if guard made it itself.
+func rightsOf(r *http.Request) func(context.Context) error {
+	check, _ := r.Context().Value(rightsCtx{}).(func(context.Context) error)
+	return check
+}

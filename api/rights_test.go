@@ -10,7 +10,7 @@ import (
 )
 
 // A user follows only its threads: user B's SSE stream of user A's thread
-// is refused not_found before any frame; its listing holds its own
+// ends not_found before any event; its listing holds its own
 // threads and those its patterns match, never another's; a thread ID
 // another user took is a conflict, not a way in.
 func TestUserThreads(t *testing.T) {
@@ -22,7 +22,17 @@ func TestUserThreads(t *testing.T) {
 	// User A follows the run AG-UI calls current.
 	s := v.sse("GET", "/v1/ag-ui/threads/tA/runs/current/events", nil, a...)
 	s.close()
-	for _, path := range []string{"/v1/threads/tA/events", "/v1/runs/" + f.runID + "/events", "/v1/ag-ui/threads/tA/events", "/v1/ag-ui/threads/tA/runs/current/events"} {
+	// Tether's streams answer ":ok" before the rights are read from the
+	// store, and end in-band; AG-UI's, whose clients know only statuses,
+	// answer 404.
+	for _, path := range []string{"/v1/threads/tA/events", "/v1/runs/" + f.runID + "/events"} {
+		r := v.do("GET", path, nil, append(b, "Accept", "text/event-stream")...)
+		if r.status != 200 || !strings.Contains(string(r.body), `event: end`+"\n"+`data: {"reason":"error","error":{"code":"not_found",`) ||
+			strings.Contains(string(r.body), aliceSecret) || strings.Contains(string(r.body), "connected") {
+			t.Errorf("user B follows %s: %d %s", path, r.status, r.body)
+		}
+	}
+	for _, path := range []string{"/v1/ag-ui/threads/tA/events", "/v1/ag-ui/threads/tA/runs/current/events"} {
 		r := v.do("GET", path, nil, append(b, "Accept", "text/event-stream")...)
 		if r.status != 404 || strings.Contains(string(r.body), aliceSecret) {
 			t.Errorf("user B follows %s: %d %s", path, r.status, r.body)

@@ -188,6 +188,10 @@ type route struct {
 	queryToken bool
 	// quiet routes are not logged or counted per request (/metrics).
 	quiet bool
+	// stream routes answer SSE (unless asked for JSON) with ":ok" before
+	// any read of the store, the token's rights on the thread included
+	// (guard leaves them to the stream: withRights).
+	stream bool
 }
 
 // routes is every route of the API and who may call it: the one table of
@@ -209,10 +213,10 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/threads/{tid}/final-answer", access: accessClient, act: actRead, h: h(s.finalAnswer)},
 		{pattern: "POST /v1/threads/{tid}/runs", access: accessClient, act: actRun, h: h(s.createRun)},
 		{pattern: "POST /v1/threads/{tid}/runs/stream", access: accessClient, act: actRun, h: h(s.createRunStream)},
-		{pattern: "GET /v1/threads/{tid}/events", access: accessClient, act: actRead, h: h(s.threadEvents)},
+		{pattern: "GET /v1/threads/{tid}/events", access: accessClient, act: actRead, h: h(s.threadEvents), stream: true},
 
 		{pattern: "GET /v1/runs/{rid}", access: accessRun, act: actRead, h: h(s.getRun)},
-		{pattern: "GET /v1/runs/{rid}/events", access: accessRun, act: actRead, h: h(s.runEvents)},
+		{pattern: "GET /v1/runs/{rid}/events", access: accessRun, act: actRead, h: h(s.runEvents), stream: true},
 		{pattern: "POST /v1/runs/{rid}/cancel", access: accessClient, act: actCancel, h: h(s.cancelRun)},
 		{pattern: "POST /v1/runs/{rid}/input", access: accessClient, act: actAnswer, h: h(s.submitInput)},
 

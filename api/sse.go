@@ -56,7 +56,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 			// The first frames (the snapshot may be large) are built here,
 			// so that the goroutine that lives as long as the stream keeps
 			// a small stack.
-			if !st.send() || !st.open(ctx, req) {
+			if !st.send() || !st.open(ctx, req, rightsOf(r)) {
 				st.finish()
 				return
 			}
@@ -68,17 +68,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req engine.Subsc
 	st.out = &httpOut{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 	defer st.finish()
 	st.f.add(okComment)
-	if !st.send() || !st.open(r.Context(), req) {
+	if !st.send() || !st.open(r.Context(), req, rightsOf(r)) {
 		return
 	}
 	st.run(r.Context())
 }
 
-// open starts the stream's subscription and queues its first frames. If
-// the subscription cannot start, it sends the frame that ends the stream
-// (see fail) and returns false.
-func (st *sseStream) open(ctx context.Context, req engine.SubscribeRequest) bool {
-	sub, err := st.s.subscribe(ctx, req)
+// open checks the token's rights if guard left them to the stream (rights
+// not nil), starts the stream's subscription and queues its first frames.
+// If the subscription cannot start, it sends the frame that ends the
+// stream (see fail) and returns false.
+func (st *sseStream) open(ctx context.Context, req engine.SubscribeRequest, rights func(context.Context) error) bool {
+	sub, err := st.s.subscribeChecked(ctx, req, rights)
 	if err != nil {
 		st.fail(ctx, err)
 		return false
@@ -171,6 +172,13 @@ var errSubscribeTimeout = tether.Errorf(tether.CodeUnavailable, "the store did n
 // subscription starts on a goroutine of its own, closed if it comes too
 // late.
 func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*engine.Subscription, error) {
+	return s.subscribeChecked(ctx, req, nil)
+}
+
+// subscribeChecked is subscribe that first makes check, if not nil, under
+// the same bound: a check that reads the store (a token's rights) waits
+// on it as the subscription does.
+func (s *Server) subscribeChecked(ctx context.Context, req engine.SubscribeRequest, check func(context.Context) error) (*engine.Subscription, error) {
 	// The bound is a context of its own, not a child of ctx, which lives
 	// as long as the stream: a child would leave ctx with a map of its
 	// children, empty but kept, for every idle stream. ctx's end is
@@ -179,6 +187,12 @@ func (s *Server) subscribe(ctx context.Context, req engine.SubscribeRequest) (*e
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.SubscribeTimeout)
 	ch := make(chan subscribed, 1)
 	go func() {
+		if check != nil {
+			if err := check(ctx); err != nil {
+				ch <- subscribed{nil, err}
+				return
+			}
+		}
 		sub, err := s.e.Subscribe(ctx, req)
 		ch <- subscribed{sub, err}
 	}()

@@ -112,6 +112,13 @@ func (h *storeHeld) Checkpoint(ctx context.Context, id string) (tether.Offset, [
 // store reads can be held, and an offset in the thread's log.
 func coldThread(t *testing.T, opts api.Options) (*env, *storeHeld, tether.Offset) {
 	t.Helper()
+	v, h, cursor, _ := coldRun(t, opts)
+	return v, h, cursor
+}
+
+// coldRun is coldThread that also returns the id of the thread's run.
+func coldRun(t *testing.T, opts api.Options) (*env, *storeHeld, tether.Offset, string) {
+	t.Helper()
 	st := testutil.OpenStore(t, "")
 	w := engine.New(st, engine.Options{AcceptAgent: func(string) bool { return true }})
 	if err := w.Start(context.Background()); err != nil {
@@ -132,7 +139,7 @@ func coldThread(t *testing.T, opts api.Options) (*env, *storeHeld, tether.Offset
 	h := &storeHeld{Store: st, reading: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
 	t.Cleanup(h.release)
 	v := newEnvStore(t, h, opts, engine.Options{})
-	return v, h, rc.Before
+	return v, h, rc.Before, rc.Run.ID
 }
 
 // A stream resumed on a thread the node has not loaded gets its response

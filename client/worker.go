@@ -259,7 +259,6 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 	t := &runTransport{
 		c: w.c, log: log, run: run, token: cl.Lease.Token, ttl: ttl, stop: stop, offset: cl.Offset,
 		producer: w.opts.ID, epoch: int64(max(run.Attempt-1, 0)), renewed: cl.at,
-		inputs: make(map[string]json.RawMessage), wake: make(chan struct{}),
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

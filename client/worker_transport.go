@@ -36,9 +36,7 @@ type runTransport struct {
 	seq     int64      // the Producer-Seq of the next append
 	pending []byte     // an append that may have been committed: sent again (same seq) before the next
 
-	imu    sync.Mutex
-	inputs map[string]json.RawMessage
-	wake   chan struct{} // closed and replaced when an input arrives
+	answers agents.Answers
 }
 
 var _ agents.Transport = (*runTransport)(nil)
@@ -292,11 +290,7 @@ func (t *runTransport) noteEvent(ev *tether.Event) {
 	case tether.EventRunFinished:
 		t.stop(errRunEnded)
 	case tether.EventRunInput:
-		t.imu.Lock()
-		t.inputs[ev.RequestID] = ev.Value
-		close(t.wake)
-		t.wake = make(chan struct{})
-		t.imu.Unlock()
+		t.answers.Put(ev.RequestID, ev.Value)
 	}
 }
 
@@ -318,20 +312,7 @@ func (t *runTransport) noteSnapshot(s *tether.Snapshot) {
 
 // WaitInput waits for the run.input that answers requestID.
 func (t *runTransport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
-	for {
-		t.imu.Lock()
-		v, ok := t.inputs[requestID]
-		wake := t.wake
-		t.imu.Unlock()
-		if ok {
-			return v, nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
+	return t.answers.Wait(ctx, requestID)
 }
 
 // answer is the server's answer to one request of a worker.

@@ -8,6 +8,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/internal/clip"
+	"github.com/tetherhq/tether/runs"
 	"github.com/tetherhq/tether/store"
 )
 
@@ -20,6 +21,13 @@ type RunRequest struct {
 	// IdempotencyKey, if set, makes the request safe to retry: a second
 	// request with the same key on the same thread returns the first run.
 	IdempotencyKey string
+	// State, if set, becomes the thread's state with the run: a
+	// state.snapshot of the run follows its run.created in the same
+	// append, so the run starts with it and a refused request changes
+	// nothing. A front end that edits the agent's state between runs
+	// (AG-UI's RunAgentInput.state) sends it so. Only with multitask
+	// reject: the state must not change under another run.
+	State json.RawMessage
 }
 
 // RunCreated is the outcome of CreateRun.
@@ -102,6 +110,14 @@ func (e *Engine) checkRunRequest(ctx context.Context, req *RunRequest) error {
 	default:
 		return tether.Errorf(tether.CodeBadRequest, "multitask must be reject, enqueue or interrupt")
 	}
+	if len(req.State) > 0 {
+		if req.Multitask != tether.MultitaskReject {
+			return tether.Errorf(tether.CodeBadRequest, "a run that sets the thread's state needs multitask reject")
+		}
+		if err := runs.CheckState(req.State); err != nil {
+			return err
+		}
+	}
 	if err := checkMetadataSize(compactObject(req.Metadata), "metadata"); err != nil {
 		return err
 	}
@@ -166,6 +182,11 @@ func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest,
 		}
 		if err := p.emit(&tether.Event{Type: tether.EventRunCreated, RunID: run.ID, Run: &run}); err != nil {
 			return err
+		}
+		if len(req.State) > 0 {
+			if err := p.emit(&tether.Event{Type: tether.EventStateSnapshot, RunID: run.ID, State: req.State}); err != nil {
+				return err
+			}
 		}
 		for _, in := range req.Input.Messages {
 			id := in.ID

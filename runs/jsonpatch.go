@@ -46,6 +46,26 @@ const (
 	maxStateDepth = nest.Max
 )
 
+// CheckState returns the error a state.snapshot of state gets for its
+// value alone: bad_request if it is not JSON, too_large if its compact
+// JSON is over 8 MiB or nests deeper than 256 levels. A caller that must
+// write nothing when the snapshot would be refused checks it first.
+func CheckState(state json.RawMessage) error {
+	var c bytes.Buffer
+	if err := json.Compact(&c, state); err != nil {
+		return badRequest("the state is not valid JSON")
+	}
+	if !stateWithin(c.Bytes()) {
+		return tooLarge("the state is larger than 8 MiB or nested more than %d levels deep", maxStateDepth)
+	}
+	return nil
+}
+
+// stateWithin reports whether a compact state is within the bounds.
+func stateWithin(compact []byte) bool {
+	return len(compact) <= maxStateBytes && nest.Within(compact, maxStateDepth)
+}
+
 // ApplyPatch applies an RFC 6902 JSON Patch to doc exactly as state.delta
 // does (nil doc and result for null), for those who follow a thread's
 // state outside a State, like an agent that sends it upstream. The error

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	tether "github.com/tetherhq/tether"
-	"github.com/tetherhq/tether/internal/nest"
 )
 
 // Tx is a batch of events applied on top of a Machine. The machine is not
@@ -447,9 +446,12 @@ func (tx *Tx) runInput(e *tether.Event, r *runState) error {
 }
 
 // stateEvent applies state.snapshot and state.delta: the state is the
-// thread's, but only a run that is running or waiting may change it.
+// thread's, but only a run that is running or waiting may change it, and
+// a pending run may set it (state.snapshot): the state a front end gives
+// the run it creates, which only the server writes (a worker appends to
+// a run it claimed).
 func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
-	if !r.run.Status.Active() {
+	if !r.run.Status.Active() && (e.Type != tether.EventStateSnapshot || r.run.Status != tether.RunPending) {
 		return conflict("run %s has not started", e.RunID)
 	}
 	var next json.RawMessage
@@ -461,7 +463,7 @@ func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
 				return badRequest("field %q of %s is not valid JSON", "state", e.Type)
 			}
 			next = c.Bytes()
-			if !tx.direct && (len(next) > maxStateBytes || !nest.Within(next, maxStateDepth)) {
+			if !tx.direct && !stateWithin(next) {
 				return tooLarge("the state of %s is larger than 8 MiB or nested more than %d levels deep", e.Type, maxStateDepth)
 			}
 		}

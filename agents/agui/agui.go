@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,14 @@ const headerTimeout = 30 * time.Second
 
 // maxBatch is how many events one append carries at most.
 const maxBatch = 256
+
+// maxBatchBytes bounds the JSON of the events one append gathers (a batch
+// may pass it by the events of one upstream event): half the 1 MiB a
+// JetStream store takes in one commit by default (its server's
+// max_payload, which the batch's framing shares). A store that takes less
+// (a smaller max_payload or max_msg_size) refuses the batch as too large,
+// having written nothing, and gets it in halves (emit).
+const maxBatchBytes = 512 << 10
 
 // Agent proxies an upstream AG-UI agent: each run is one or more requests
 // upstream (one more per interrupt answered), whose events are mapped
@@ -195,7 +204,7 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 	}()
 	for evs := range batches {
 		evs = drain(evs, batches)
-		if err := s.Emit(ctx, coalesce(evs)...); err != nil {
+		if err := emit(ctx, s, coalesce(evs)); err != nil {
 			// Why the append failed is read before the request is closed
 			// below: that close ends ctx too, and an append the log
 			// refused (an event too large) would look cancelled, the run
@@ -210,7 +219,16 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 			if cause != nil {
 				return nil // cancelled: the caller ends the run
 			}
-			return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
+			if agents.Refused(err) {
+				// The log refused the events (too large, invalid): what
+				// the upstream sent.
+				return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
+			}
+			// The store did not take them (unavailable, failed): not the
+			// upstream's doing. Whether they landed is unknown, so they
+			// are not sent again; the run ends, and its run.finished is
+			// sent again until the store takes it (agents/runner).
+			return fail(CodeStoreError, "Tether could not store the run's events ("+string(tether.CodeOf(err))+"); the run was stopped.", err)
 		}
 	}
 	err = <-readErr
@@ -241,20 +259,57 @@ func (a *Agent) silent(cause error) *failure {
 // not read.
 var errEnded = errors.New("run ended")
 
-// drain adds the batches already waiting to evs, up to maxBatch events.
+// drain adds the batches already waiting to evs, up to maxBatch events
+// or maxBatchBytes of JSON.
 func drain(evs []*tether.Event, batches <-chan []*tether.Event) []*tether.Event {
-	for len(evs) < maxBatch {
+	n := jsonSize(evs)
+	for len(evs) < maxBatch && n < maxBatchBytes {
 		select {
 		case more, ok := <-batches:
 			if !ok {
 				return evs
 			}
 			evs = append(evs, more...)
+			n += jsonSize(more)
 		default:
 			return evs
 		}
 	}
 	return evs
+}
+
+// jsonSize is the size of the events' JSON, about what an append of them
+// takes in the store.
+func jsonSize(evs []*tether.Event) int {
+	n := 0
+	for _, e := range evs {
+		b, _ := json.Marshal(e)
+		n += len(b)
+	}
+	return n
+}
+
+// emit appends evs in order. A batch the store refuses as too large, of
+// which nothing was written, is appended in halves, down to single events:
+// what the upstream sent fits as long as each event does, whatever the
+// store's limit on one commit. An event too large on its own is refused.
+func emit(ctx context.Context, s *agents.Session, evs []*tether.Event) error {
+	// Copies: the engine sets fields (ts) of what it is given, which it
+	// refuses when sent again.
+	sent := make([]*tether.Event, len(evs))
+	for i, e := range evs {
+		c := *e
+		sent[i] = &c
+	}
+	err := s.Emit(ctx, sent...)
+	if len(evs) < 2 || tether.CodeOf(err) != tether.CodeTooLarge {
+		return err
+	}
+	half := len(evs) / 2
+	if err := emit(ctx, s, evs[:half]); err != nil {
+		return err
+	}
+	return emit(ctx, s, evs[half:])
 }
 
 // maxCoalesced bounds a delta made of several, well under the size of an

@@ -20,6 +20,10 @@ const (
 	// RUN_ERROR, or the upstream sent nothing for Options.IdleTimeout.
 	// What was streamed stays in the run.
 	CodeUpstreamDisconnected = "upstream_disconnected"
+	// CodeStoreError: Tether could not store the run's events (its store
+	// was unavailable or failed, not because of what the upstream sent).
+	// The run stops; what was stored stays in it.
+	CodeStoreError = "store_error"
 )
 
 func fail(code, msg string, cause error) *failure {

@@ -7,6 +7,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/agui/mapping"
+	proj "github.com/tetherhq/tether/agui"
 )
 
 // runOptions is what a run's metadata.ag_ui carries from an AG-UI front
@@ -16,7 +17,10 @@ type runOptions struct {
 	Tools          json.RawMessage `json:"tools"`
 	Context        json.RawMessage `json:"context"`
 	ForwardedProps json.RawMessage `json:"forwardedProps"`
-	State          json.RawMessage `json:"state"`
+	// State is a front end's state kept in the run's metadata by runs
+	// created before it became the thread's (engine.RunRequest.State):
+	// such a run is still sent it while the thread's state is null.
+	State json.RawMessage `json:"state"`
 }
 
 func optionsOf(run tether.Run) runOptions {
@@ -61,95 +65,11 @@ func input(s *agents.Session, m *mapping.Mapper, runID string, resume json.RawMe
 	return json.Marshal(body)
 }
 
-// messagesOf turns a thread's messages into AG-UI messages (contract of
-// docs/ag-ui.md): user and system text, assistant text with its tool calls
-// followed by their results as tool messages, and tool messages (a
-// frontend tool's result) with the call they answer.
-func messagesOf(msgs []tether.Message) []map[string]any {
-	out := make([]map[string]any, 0, len(msgs))
-	for _, msg := range msgs {
-		text := textOf(msg)
-		switch msg.Role {
-		case tether.RoleUser, tether.RoleSystem:
-			out = append(out, map[string]any{"id": msg.ID, "role": string(msg.Role), "content": text})
-		case tether.RoleTool:
-			var md struct {
-				ToolCallID string `json:"tool_call_id"`
-			}
-			_ = json.Unmarshal(msg.Metadata, &md)
-			if md.ToolCallID == "" {
-				continue // a tool message that answers nothing AG-UI can name
-			}
-			out = append(out, map[string]any{"id": msg.ID, "role": "tool", "toolCallId": md.ToolCallID, "content": text})
-		case tether.RoleAssistant:
-			var calls []mapping.ToolCall
-			for _, p := range msg.Parts {
-				if p.Type != tether.PartTool {
-					continue
-				}
-				c := mapping.ToolCall{ID: p.CallID, Name: p.Name, Arguments: arguments(p)}
-				if r, ok := result(p); ok {
-					c.Result = &r
-				}
-				calls = append(calls, c)
-			}
-			am := mapping.AssistantMessage(msg.ID, text, calls)
-			if len(calls) == 0 {
-				// An assistant message that came in from an AG-UI front end
-				// (POST /v1/ag-ui/{agent}) keeps its toolCalls in metadata.
-				var md struct {
-					AGUI struct {
-						ToolCalls json.RawMessage `json:"toolCalls"`
-					} `json:"ag_ui"`
-				}
-				if json.Unmarshal(msg.Metadata, &md) == nil && isArray(md.AGUI.ToolCalls) {
-					am = []map[string]any{{"id": msg.ID, "role": "assistant", "content": text, "toolCalls": md.AGUI.ToolCalls}}
-				}
-			}
-			out = append(out, am...)
-		}
-	}
-	return out
-}
-
-func textOf(msg tether.Message) string {
-	var b strings.Builder
-	for _, p := range msg.Parts {
-		if p.Type == tether.PartText {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
-
-// arguments is a tool call's input as the JSON text AG-UI carries: its
-// input (a JSON string as the string: streamed arguments that were not
-// JSON are kept so once the call ends), else what was streamed of it.
-func arguments(p tether.Part) string {
-	if len(p.Input) > 0 && string(p.Input) != "null" {
-		var s string
-		if json.Unmarshal(p.Input, &s) == nil {
-			return s
-		}
-		return string(p.Input)
-	}
-	return p.InputText
-}
-
-// result is a tool call's result as AG-UI's content: its output (a JSON
-// string as the string, any other value as its JSON), else its error.
-func result(p tether.Part) (string, bool) {
-	for _, v := range []json.RawMessage{p.Output, p.Error} {
-		if len(v) == 0 || string(v) == "null" {
-			continue
-		}
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			return s, true
-		}
-		return string(v), true
-	}
-	return "", false
+// messagesOf is the thread's conversation as an AG-UI agent is sent it
+// (docs/ag-ui-in.md, "The request"): the projection's rendering of it
+// (agui.AgentMessages), which a join's MESSAGES_SNAPSHOT shares.
+func messagesOf(msgs []tether.Message) []proj.Event {
+	return proj.AgentMessages(msgs)
 }
 
 // resumeOf turns the answer to an interrupt (run.input's value) into

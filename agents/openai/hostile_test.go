@@ -1,12 +1,12 @@
 package openai_test
 
 import (
-	tether "github.com/tetherhq/tether"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents/openai"
 )
 

@@ -200,7 +200,7 @@ func (r *Runner) execute(c *engine.Claim) {
 	ctx, cancel := context.WithCancelCause(r.runCtx)
 	defer cancel(nil)
 
-	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, log: log, inputs: make(map[string]json.RawMessage), wake: make(chan struct{})}
+	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, log: log}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); tr.follow(ctx, c.Offset, cancel) }()
@@ -293,9 +293,9 @@ type transport struct {
 	token string
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	inputs map[string]json.RawMessage
-	wake   chan struct{} // closed and replaced when an input arrives
+	answers agents.Answers
+
+	mu sync.Mutex
 	// unsure is the last append that held run.finished, while its
 	// outcome is unknown (it failed, but was not refused): resend sends
 	// it again.
@@ -346,20 +346,7 @@ func (t *transport) resend(ctx context.Context) error {
 }
 
 func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
-	for {
-		t.mu.Lock()
-		v, ok := t.inputs[requestID]
-		wake := t.wake
-		t.mu.Unlock()
-		if ok {
-			return v, nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
+	return t.answers.Wait(ctx, requestID)
 }
 
 // follow reads the run's events after offset after: input goes to
@@ -432,11 +419,7 @@ func (t *transport) follow(ctx context.Context, after tether.Offset, stop contex
 				if err != nil {
 					continue
 				}
-				t.mu.Lock()
-				t.inputs[ev.RequestID] = ev.Value
-				close(t.wake)
-				t.wake = make(chan struct{})
-				t.mu.Unlock()
+				t.answers.Put(ev.RequestID, ev.Value)
 			}
 		}
 	}

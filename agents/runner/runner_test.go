@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/demo"
@@ -14,7 +16,6 @@ import (
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {

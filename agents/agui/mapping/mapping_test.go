@@ -345,3 +345,26 @@ func TestMappingLargeKept(t *testing.T) {
 		t.Fatalf("a small RAW event: %d events, %v", len(evs), err)
 	}
 }
+
+// A STATE_SNAPSHOT of the state the thread has is not stored again
+// (LangGraph sends its whole state after every step): the same JSON text,
+// whatever its spacing; any change is stored.
+func TestMappingSameStateSnapshot(t *testing.T) {
+	m := New(Options{RunID: "run1", State: json.RawMessage(`{"n":1}`)})
+	got, err := feed(m, `{"type":"RUN_STARTED"}
+		{"type":"STATE_SNAPSHOT","snapshot":{"n": 1}}
+		{"type":"STATE_SNAPSHOT","snapshot":{"n":2}}
+		{"type":"STATE_SNAPSHOT","snapshot":{"n":2}}
+		{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":3}]}
+		{"type":"STATE_SNAPSHOT","snapshot":{"n":3}}
+		{"type":"STATE_SNAPSHOT","snapshot":{"n":3.0}}
+		{"type":"STATE_SNAPSHOT","snapshot":null}
+		{"type":"STATE_SNAPSHOT","snapshot":null}`)
+	want := squash(`{"type":"state.snapshot","state":{"n":2}}
+		{"type":"state.delta","patch":[{"op":"replace","path":"/n","value":3}]}
+		{"type":"state.snapshot","state":{"n":3.0}}
+		{"type":"state.snapshot","state":null}`)
+	if err != nil || got != want {
+		t.Fatalf("got\n%s\nwant\n%s (%v)", got, want, err)
+	}
+}

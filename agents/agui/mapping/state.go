@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"bytes"
 	"encoding/json"
 
 	tether "github.com/tetherhq/tether"
@@ -9,7 +10,11 @@ import (
 
 // stateSnapshot maps STATE_SNAPSHOT: the snapshot becomes the state the
 // Mapper follows (nil for null), so that the STATE_DELTA events after it
-// apply to it.
+// apply to it. A snapshot of the state the thread has (the same JSON
+// text, once compact) is not stored again: LangGraph sends its whole
+// state after every step, changed or not, and each copy would cost the
+// log its size. Only the run changes the thread's state while it runs,
+// so the state the Mapper follows is the thread's.
 func (m *Mapper) stateSnapshot(data []byte, typ string) ([]*tether.Event, error) {
 	var v struct {
 		Snapshot json.RawMessage `json:"snapshot"`
@@ -17,9 +22,16 @@ func (m *Mapper) stateSnapshot(data []byte, typ string) ([]*tether.Event, error)
 	if err := json.Unmarshal(data, &v); err != nil || v.Snapshot == nil {
 		return nil, malformed("%s without a snapshot", typ)
 	}
-	m.state, m.base = v.Snapshot, nil
-	if string(v.Snapshot) == "null" {
-		m.state = nil
+	var c bytes.Buffer
+	_ = json.Compact(&c, v.Snapshot) // valid: it was just decoded
+	next := json.RawMessage(c.Bytes())
+	if string(next) == "null" {
+		next = nil
+	}
+	same := bytes.Equal(next, m.state)
+	m.state, m.base = next, nil
+	if same {
+		return nil, nil
 	}
 	return []*tether.Event{{Type: tether.EventStateSnapshot, State: v.Snapshot}}, nil
 }

@@ -419,9 +419,12 @@ export class Reducer {
   }
 
   // stateEvent sets or patches the thread's state; only a run that is
-  // running or waiting may change it. A refused patch changes nothing.
+  // running or waiting may change it, and a pending run may set it (the
+  // state a front end creates the run with). A refused patch changes
+  // nothing.
   private stateEvent(e: TetherEvent, run: Run): Rejection | undefined {
-    if (run.status !== 'running' && run.status !== 'waiting') return conflict(`run ${e.run_id} has not started`);
+    const settable = run.status === 'running' || run.status === 'waiting' || (run.status === 'pending' && e.type === 'state.snapshot');
+    if (!settable) return conflict(`run ${e.run_id} has not started`);
     if (e.type === 'state.snapshot') {
       this._state = e.state ?? null;
       return undefined;

@@ -231,4 +231,47 @@ describe('AG-UI thread state (real server, a worker)', () => {
     expect(joined.state).toEqual(server.state);
     expect(lastAssistant(joined.messages)?.content).toBe('Added.');
   });
+
+  it('a state the page edits between runs (setState) is the state the next run starts with, and the stream shows it', async () => {
+    const tid = threadName('agui-shared');
+    const agentName = 'shared';
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await post('/v1/workers/claim', { worker_id: 'w1', agents: [agentName], wait_ms: 0 })).status).toBe(204);
+    // A worker that answers one run: it returns the state it started
+    // with, and leaves the state next.
+    const serve = async (next: unknown): Promise<unknown> => {
+      const res = await post('/v1/workers/claim', { worker_id: 'w1', agents: [agentName], wait_ms: 10_000 });
+      expect(res.status).toBe(200);
+      const c = (await res.json()) as { run: { id: string }; lease: { token: string }; state?: unknown };
+      const r = await post(`/v1/runs/${c.run.id}/events`, [{ type: 'state.snapshot', state: next }, { type: 'run.finished', status: 'done' }], { 'Tether-Lease': c.lease.token });
+      expect(r.status).toBe(200);
+      return c.state;
+    };
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/${agentName}`, threadId: tid });
+    agent.addMessage({ id: `u1-${tid}`, role: 'user', content: 'start a list' });
+    let run = agent.runAgent();
+    expect(await serve({ todos: ['walk'] })).toBeUndefined();
+    await run;
+    expect(agent.state).toEqual({ todos: ['walk'] });
+
+    // The user edits the shared state in the page (useCoAgent's setState).
+    agent.setState({ todos: ['walk', 'read'] });
+    agent.addMessage({ id: `u2-${tid}`, role: 'user', content: 'go on' });
+    const states: unknown[] = [];
+    run = agent.runAgent({}, { onStateSnapshotEvent: ({ event }) => void states.push(event.snapshot) });
+    expect(await serve({ todos: ['walk', 'read', 'cook'] })).toEqual({ todos: ['walk', 'read'] });
+    await run;
+    expect(states).toEqual([{ todos: ['walk', 'read'] }, { todos: ['walk', 'read', 'cook'] }]);
+    expect(agent.state).toEqual({ todos: ['walk', 'read', 'cook'] });
+
+    // Sent back as the agent left it, it is the thread's already.
+    agent.addMessage({ id: `u3-${tid}`, role: 'user', content: 'and?' });
+    run = agent.runAgent();
+    expect(await serve({ todos: [] })).toEqual({ todos: ['walk', 'read', 'cook'] });
+    await run;
+    const server = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { state: unknown };
+    expect(server.state).toEqual({ todos: [] });
+    expect(agent.state).toEqual(server.state);
+  });
 });
