@@ -133,7 +133,11 @@ func (e *Engine) subscribe(ctx context.Context, req SubscribeRequest) (*Subscrip
 	var st *runs.State // the copy, if a snapshot is sent
 	snapshot := func(reset bool) tether.Offset {
 		st = t.snapshotState()
-		return s.snapshot(st, reset)
+		off := s.snapshot(st, reset)
+		t.wmu.Lock()
+		s.Snapshot.Thread.Owner = t.row.Owner // a row's, not the log's (as Thread)
+		t.wmu.Unlock()
+		return off
 	}
 	from := req.Cursor
 	switch req.Cursor {

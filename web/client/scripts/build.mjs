@@ -1,4 +1,4 @@
-// Builds dist/: ESM bundles of the entry points (index, react) sharing one
+// Builds dist/: ESM bundles of the entry points (index, react, …) sharing one
 // chunk, and .d.ts declarations from tsc.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -12,7 +12,7 @@ rmSync(join(root, 'dist'), { recursive: true, force: true });
 
 await build({
   absWorkingDir: root,
-  entryPoints: { index: 'src/index.ts', react: 'src/react.ts', 'ai-sdk': 'src/ai-sdk.ts', 'ag-ui': 'src/ag-ui.ts' },
+  entryPoints: { index: 'src/index.ts', react: 'src/react.ts', 'ai-sdk': 'src/ai-sdk.ts', 'ag-ui': 'src/ag-ui.ts', websocket: 'src/websocket.ts' },
   outdir: 'dist',
   bundle: true,
   splitting: true, // the react entry shares the core's chunk: one TetherClient class, not two
@@ -31,4 +31,4 @@ execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
   cwd: root,
   stdio: 'inherit',
 });
-console.log('dist/: index.js, react.js, ai-sdk.js, ag-ui.js (+ shared chunk), .d.ts declarations');
+console.log('dist/: index.js, react.js, ai-sdk.js, ag-ui.js, websocket.js (+ shared chunk), .d.ts declarations');

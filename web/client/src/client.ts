@@ -4,6 +4,7 @@ import { TokenKeeper, errorCode, type TokenSource } from './token.js';
 import {
   SubscriptionImpl,
   type ConnectionOptions,
+  type Connector,
   type SubscribeOptions,
   type SubscribeTarget,
   type Subscription,
@@ -33,6 +34,19 @@ export interface TetherClientOptions extends ConnectionOptions {
   fetch?: typeof fetch;
   /** Extra headers for every request. */
   headers?: Record<string, string>;
+  /**
+   * How subscriptions reach the server. Defaults to SSE: one HTTP
+   * connection per subscription. `webSocket()` from
+   * `@tether/client/websocket` carries all of this client's subscriptions on
+   * one WebSocket (`/v1/ws`), with the same resume, ends and errors.
+   */
+  transport?: SubscriptionTransport;
+}
+
+/** How a client's subscriptions reach the server: see {@link TetherClientOptions.transport}. */
+export interface SubscriptionTransport {
+  /** @internal Makes the connector of one client. */
+  connector(client: TetherClient): Connector;
 }
 
 /** Per-request options. */
@@ -93,7 +107,10 @@ function newKey(): string {
  * ```
  */
 export class TetherClient implements Transport {
-  private readonly baseUrl: string;
+  /** @internal The base URL without a trailing slash. */
+  readonly baseUrl: string;
+  /** @internal How subscriptions connect; SSE when undefined. */
+  readonly connector: Connector | undefined;
   private readonly fetchFn: typeof fetch;
   private readonly tokens: TokenKeeper;
   private readonly sentWith = new WeakMap<Response, string | undefined>();
@@ -103,6 +120,17 @@ export class TetherClient implements Transport {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.tokens = new TokenKeeper(options.token, { refreshAheadMs: options.refreshAheadMs }, options.timers);
+    this.connector = options.transport?.connector(this);
+  }
+
+  /** @internal The token to send now (see {@link TokenKeeper.get}). */
+  token(): Promise<string | undefined> {
+    return this.tokens.get();
+  }
+
+  /** @internal The server refused `token` as expired: the next request asks for a new one. */
+  expireToken(token: string | undefined): void {
+    this.tokens.expired(token);
   }
 
   /**
@@ -137,7 +165,7 @@ export class TetherClient implements Transport {
 
   /** @internal The stream of `res` was ended for its token's expiry: the next request asks for a new one. */
   tokenExpired(res: Response): void {
-    this.tokens.expired(this.sentWith.get(res));
+    this.expireToken(this.sentWith.get(res));
   }
 
   /** @internal When the held token should be refreshed (a JWT's `exp` less the margin), if known. */
@@ -236,8 +264,9 @@ export class TetherClient implements Transport {
   }
 
   /**
-   * Follows a thread, a run or a message over SSE, resuming after every
-   * drop from the last event received (Last-Event-ID), with backoff and
+   * Follows a thread, a run or a message over SSE (or the client's
+   * {@link TetherClientOptions.transport}), resuming after every drop from
+   * the last event received (Last-Event-ID), with backoff and
    * jitter, a readiness timeout, a stall detector driven by `ping`, and a
    * reconnect at once on `online` and when the tab becomes visible. A run or
    * message subscription closes after its terminal event. Throws a
@@ -253,7 +282,9 @@ export class TetherClient implements Transport {
    * /v1/threads/{tid}/runs/stream). The run id is read from Content-Location;
    * a dropped stream resumes with GET /v1/runs/{rid}/events and
    * Last-Event-ID. The POST carries an Idempotency-Key, so a POST that got
-   * no answer is retried without making a second run.
+   * no answer is retried without making a second run. With the WebSocket
+   * transport the run is made by POST /v1/threads/{tid}/runs (the same
+   * key) and followed on the socket from its first event.
    */
   createRunStream(threadId: string, body: RunRequest = {}, options: SubscribeOptions & { idempotencyKey?: string } = {}): Subscription {
     const create = { threadId, body, idempotencyKey: options.idempotencyKey ?? newKey() };

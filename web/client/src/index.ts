@@ -1,6 +1,6 @@
 // @tether/client: the public API. This file only re-exports.
 export { TetherClient } from './client.js';
-export type { TetherClientOptions, RequestOptions, RunRequest, CreateRunOptions, ThreadPage, RunWithMessages } from './client.js';
+export type { TetherClientOptions, SubscriptionTransport, RequestOptions, RunRequest, CreateRunOptions, ThreadPage, RunWithMessages } from './client.js';
 export { TetherError } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export { LiveRun, LiveThread } from './live.js';

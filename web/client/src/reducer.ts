@@ -104,6 +104,8 @@ export class Reducer {
       updated_at: thread.created_at ?? '',
       last_offset: '-1',
       active_run_id: null,
+      // Set once, at the thread's creation: no event changes it.
+      ...('owner' in thread && thread.owner ? { owner: thread.owner } : {}),
     };
   }
 

@@ -1,8 +1,10 @@
-// One resumable subscription over fetch-based SSE (protocol §5).
+// One resumable subscription (protocol §5): resuming from the cursor,
+// deduplication, backoff and timers. How a connection is made is its
+// Connector's: fetch-based SSE (sse-stream.ts) or a shared WebSocket
+// (websocket.ts).
 
-import { endReason, failure } from './control.js';
-import { TetherError, errorFromResponse, retryAfterMs, toTetherError } from './errors.js';
-import { SSEFrameTooLargeError, SSEParser, type SSEFrame } from './sse.js';
+import { TetherError, toTetherError } from './errors.js';
+import { sseConnector } from './sse-stream.js';
 import { DEFAULT_MAX_BACKOFF_MS, backoffDelay, browserLifecycle, defaultTimers, type BackoffOptions, type Lifecycle, type Timers } from './timing.js';
 import type { ConnectedInfo, Offset, Run, Snapshot, TetherEvent } from './types.js';
 import { compareOffsets, isEventOffset, isTerminalMessageStatus, isTerminalRunStatus } from './types.js';
@@ -119,12 +121,40 @@ export interface Subscription {
 export interface Transport {
   request(path: string, init: RequestInit): Promise<Response>;
   getRun(runId: string, signal?: AbortSignal): Promise<{ run: Run }>;
+  /** How connections are made; SSE when absent. */
+  readonly connector?: Connector;
   /** The server ended the stream of `res` at its token's expiry. */
   tokenExpired?(res: Response): void;
   /** When the token should be refreshed, if it has an `exp`. */
   tokenRefreshTime?(): number | undefined;
   /** Refreshes the token ahead of its `exp`. */
   refreshToken?(): void;
+}
+
+/**
+ * @internal How one connection of a subscription is made and read: SSE
+ * (the default) or a WebSocket shared by the client's subscriptions. A
+ * connector reports what arrives through the subscription's
+ * {@link SubscriptionImpl.opened}, `snapshot`, `event` and `ended`, and
+ * resolves when the connection is over; resuming, deduplication, backoff
+ * and timers are the subscription's, the same for every connector.
+ */
+export interface Connector {
+  connect(sub: SubscriptionImpl, a: Attempt): Promise<void>;
+}
+
+/** @internal One connection of a subscription. */
+export interface Attempt {
+  /** Aborted when the connection must end (close, reconnect, a timeout, a stall). */
+  readonly signal: AbortSignal;
+  /** Why it was aborted, once it was. */
+  cause?: TetherError;
+  /** It was aborted because the connection looks dead (silent too long), not just unwanted. */
+  dead?: boolean;
+  /** How the connection went; the connector fills in how it ended. */
+  readonly o: Outcome;
+  /** When data last arrived (the timers' clock); the stall detector reads it. */
+  activity(): number;
 }
 
 /** @internal A POST /runs/stream to make before following the run. */
@@ -134,17 +164,15 @@ export interface CreateRun {
   idempotencyKey: string;
 }
 
-interface Outcome {
+/** @internal How a connection went. */
+export interface Outcome {
   error?: TetherError;
   fatal?: boolean;
   now?: boolean; // the server asked to reconnect
   tokenExpired?: boolean; // …because the token expired
   connected?: boolean;
-  retryAfterMs?: number; // the answer's Retry-After: the least wait before the next try
   yielded: number;
 }
-
-const enc = encodeURIComponent;
 
 // call runs a consumer's callback; what it throws is reported (as an
 // uncaught error) instead of being taken for a broken connection.
@@ -171,22 +199,22 @@ export class SubscriptionImpl implements Subscription {
   private attempt = 0;
   private failures = 0; // consecutive connections that failed before opening: for maxAttempts
   private ac: AbortController | undefined;
-  private abortCause: TetherError | undefined;
-  private readonly timers: Timers;
+  private attempting: Attempt | undefined; // the current connection
+  private onOpen: (() => void) | undefined; // arms the current connection's timers once it opened
+  /** @internal */ readonly timers: Timers;
   private readonly live = new Set<unknown>(); // timer handles
   private wakeSleep: (() => void) | undefined;
   private unlisten: (() => void) | undefined;
   private heartbeatMs: number;
-  private lastByteAt = 0;
   private msgRun: string | undefined;
   private immediate = false; // the current connection was dropped on purpose: reconnect without waiting
   private readonly offSignal: (() => void) | undefined;
 
   constructor(
-    private readonly transport: Transport,
-    private readonly target: SubscribeTarget | { threadId?: undefined; runId?: undefined; messageId?: undefined },
-    private readonly opts: SubscribeOptions,
-    private create?: CreateRun,
+    /** @internal */ readonly transport: Transport,
+    /** @internal */ readonly target: SubscribeTarget | { threadId?: undefined; runId?: undefined; messageId?: undefined },
+    /** @internal */ readonly opts: SubscribeOptions,
+    /** @internal */ readonly create?: CreateRun,
   ) {
     this.timers = opts.timers ?? defaultTimers;
     this.heartbeatMs = opts.heartbeatMs ?? 15_000;
@@ -236,9 +264,10 @@ export class SubscriptionImpl implements Subscription {
     }
     // An open stream that has been silent longer than a heartbeat is
     // probably dead (the laptop slept): do not wait for the stall timer.
-    if (this.state === 'open' && this.timers.now() - this.lastByteAt > this.heartbeatMs + 1000) {
+    const a = this.attempting;
+    if (this.state === 'open' && a && this.timers.now() - a.activity() > this.heartbeatMs + 1000) {
       this.immediate = true;
-      this.abort(new TetherError('timeout', 'stream silent after the page woke up'));
+      this.abort(new TetherError('timeout', 'stream silent after the page woke up'), true);
     }
   }
 
@@ -281,9 +310,13 @@ export class SubscriptionImpl implements Subscription {
     this.timers.clearTimeout(h);
   }
 
-  private abort(cause: TetherError): void {
+  private abort(cause: TetherError, dead = false): void {
+    const a = this.attempting;
     if (this.ac && !this.ac.signal.aborted) {
-      this.abortCause = cause;
+      if (a && a.signal === this.ac.signal) {
+        a.cause = cause;
+        a.dead = dead;
+      }
       // No reason: fetch implementations reject pending reads with it, and
       // a custom reason can surface as an unhandled rejection in some.
       this.ac.abort();
@@ -312,7 +345,7 @@ export class SubscriptionImpl implements Subscription {
       if (this.done) return this.finish('done');
       if (o.fatal) return this.finish('error', o.error);
       if (o.connected) this.attempt = 0;
-      if (!o.error && o.connected && o.yielded === 0 && (await this.ended())) {
+      if (!o.error && o.connected && o.yielded === 0 && (await this.runEnded())) {
         // The server closes right after `connected` when the run or message
         // ended at or before the cursor.
         if (!this.isClosed) this.finish('done');
@@ -329,7 +362,7 @@ export class SubscriptionImpl implements Subscription {
       // the backoff.
       if (o.now && (asked === 0 || o.yielded > 0)) {
         asked++;
-        this.emit('reconnecting', { delayMs: 0 });
+        this.emit('reconnecting', { delayMs: 0, ...(o.error ? { error: o.error } : {}) });
         continue;
       }
       asked = 0;
@@ -344,15 +377,15 @@ export class SubscriptionImpl implements Subscription {
       // Not before the server's Retry-After (a 429 or 503), up to the backoff's maxMs.
       const delayMs = Math.max(
         backoffDelay(this.attempt - 1, this.opts.backoff, () => this.timers.random()),
-        Math.min(o.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
+        Math.min(o.error?.retryAfterMs ?? 0, this.opts.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS),
       );
       this.emit('reconnecting', { delayMs, ...(o.error ? { error: o.error } : {}) });
       await this.sleep(delayMs);
     }
   }
 
-  // ended asks the server whether the followed run has ended.
-  private async ended(): Promise<boolean> {
+  // runEnded asks the server whether the followed run has ended.
+  private async runEnded(): Promise<boolean> {
     const run = this.target.messageId ? this.msgRun : this.runId;
     if (!run) return false;
     // Aborted by close(), as a connection is.
@@ -366,28 +399,14 @@ export class SubscriptionImpl implements Subscription {
     }
   }
 
-  private buildRequest(): { path: string; init: RequestInit } {
-    // Only CORS-safelisted headers and those the server allows in preflights
-    // (Last-Event-ID, Idempotency-Key, Content-Type, Authorization): no Cache-Control.
-    const headers: Record<string, string> = { Accept: 'text/event-stream' };
-    if (this.create && !this.runId) {
-      headers['Content-Type'] = 'application/json';
-      headers['Idempotency-Key'] = this.create.idempotencyKey;
-      return {
-        path: `/v1/threads/${enc(this.create.threadId)}/runs/stream`,
-        init: { method: 'POST', headers, body: JSON.stringify(this.create.body ?? {}) },
-      };
-    }
-    const q = new URLSearchParams();
-    if (this.target.messageId) q.set('message_id', this.target.messageId);
-    if (this.opts.types?.length) q.set('types', this.opts.types.join(','));
-    if (isEventOffset(this.cursor)) headers['Last-Event-ID'] = this.cursor;
-    else if (this.cursor === '-1') q.set('after', '-1');
-    else if (this.create) q.set('after', '-1'); // the POST's stream starts at the run's first event
-    else if (this.opts.after) q.set('after', this.opts.after);
-    const base = this.runId ? `/v1/runs/${enc(this.runId)}/events` : `/v1/threads/${enc(this.target.threadId!)}/events`;
-    const qs = q.toString();
-    return { path: qs ? `${base}?${qs}` : base, init: { method: 'GET', headers } };
+  /**
+   * @internal The cursor to send: an event's offset to resume after, `-1`
+   * for the whole log (or a created run's stream from its start), the
+   * caller's `after`, or undefined for a snapshot first.
+   */
+  resumeFrom(): Offset | undefined {
+    if (isEventOffset(this.cursor) || this.cursor === '-1') return this.cursor;
+    return this.create ? '-1' : this.opts.after;
   }
 
   // connect runs one connection until it ends.
@@ -395,7 +414,9 @@ export class SubscriptionImpl implements Subscription {
     const o: Outcome = { yielded: 0 };
     const ac = new AbortController();
     this.ac = ac;
-    this.abortCause = undefined;
+    const start = this.timers.now();
+    const a: Attempt = { signal: ac.signal, o, activity: () => start };
+    this.attempting = a;
     const readiness = this.setTimer(
       () => this.abort(new TetherError('timeout', 'no connected frame in time')),
       this.opts.readinessTimeoutMs ?? 10_000,
@@ -403,63 +424,33 @@ export class SubscriptionImpl implements Subscription {
     let stall: unknown;
     let refresh: unknown;
     const stallMs = () => (this.opts.stallHeartbeats ?? 3) * this.heartbeatMs;
+    // The timer is not moved at each frame: when it fires, it looks at
+    // when data last came and waits for the rest.
     const checkStall = () => {
-      const idle = this.timers.now() - this.lastByteAt;
-      if (idle >= stallMs()) this.abort(new TetherError('timeout', `no data for ${this.opts.stallHeartbeats ?? 3} heartbeats`));
+      const idle = this.timers.now() - a.activity();
+      if (idle >= stallMs()) this.abort(new TetherError('timeout', `no data for ${this.opts.stallHeartbeats ?? 3} heartbeats`), true);
       else stall = this.setTimer(checkStall, stallMs() - idle);
     };
-    let stop = false;
+    this.onOpen = () => {
+      this.onOpen = undefined;
+      this.clearTimer(readiness);
+      stall = this.setTimer(checkStall, stallMs());
+      // Fetch the next token ahead of this one's exp, so that the
+      // reconnect at the exp does not wait for it.
+      const at = this.transport.tokenRefreshTime?.();
+      if (at !== undefined) refresh = this.setTimer(() => this.transport.refreshToken?.(), Math.max(0, at - this.timers.now()));
+    };
     try {
-      const { path, init } = this.buildRequest();
-      const res = await this.transport.request(path, { ...init, signal: ac.signal });
-      if (this.isClosed) return o;
-      if (!res.ok) {
-        const err = await errorFromResponse(res);
-        return { ...o, error: err, fatal: !err.retryable, retryAfterMs: retryAfterMs(res) };
-      }
-      if (this.create && !this.runId) {
-        const loc = res.headers.get('content-location') ?? '';
-        const m = /\/v1\/runs\/([^/?#]+)$/.exec(loc);
-        if (m) this.runId = decodeURIComponent(m[1]!);
-      }
-      const ct = (res.headers.get('content-type') ?? '').split(';')[0]!.trim();
-      if (ct !== 'text/event-stream' || !res.body) {
-        res.body?.cancel().catch(() => {});
-        return { ...o, fatal: true, error: new TetherError('protocol', `server answered ${ct || 'no content type'}, not an event stream`, res.status) };
-      }
-      const parser = new SSEParser((f) => {
-        if (!stop) stop = this.frame(f, o, () => {
-          this.clearTimer(readiness);
-          this.lastByteAt = this.timers.now();
-          this.clearTimer(stall);
-          stall = this.setTimer(checkStall, stallMs());
-          // Fetch the next token ahead of this one's exp, so that the
-          // reconnect at the exp does not wait for it.
-          const at = refresh === undefined ? this.transport.tokenRefreshTime?.() : undefined;
-          if (at !== undefined) refresh = this.setTimer(() => this.transport.refreshToken?.(), Math.max(0, at - this.timers.now()));
-        });
-      });
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      try {
-        while (!stop) {
-          const { done, value } = await reader.read();
-          if (this.isClosed) return o;
-          if (done) break;
-          this.lastByteAt = this.timers.now();
-          parser.feed(decoder.decode(value, { stream: true }));
-        }
-      } finally {
-        reader.cancel().catch(() => {});
-      }
-      if (o.tokenExpired) this.transport.tokenExpired?.(res);
+      await (this.transport.connector ?? sseConnector).connect(this, a);
+      // Ended because it was aborted (a timeout, a reconnect): say so.
+      if (a.cause && !o.error) o.error = a.cause;
       return o;
     } catch (err) {
       if (this.isClosed) return o;
-      if (err instanceof SSEFrameTooLargeError) return { ...o, fatal: true, error: new TetherError('too_large', err.message) };
-      const e = this.abortCause ?? toTetherError(err, ac.signal);
+      const e = a.cause ?? toTetherError(err, ac.signal);
       return { ...o, error: e, fatal: !e.retryable && e.code !== 'aborted' && e.code !== 'timeout' };
     } finally {
+      this.onOpen = undefined;
       this.clearTimer(readiness);
       this.clearTimer(stall);
       this.clearTimer(refresh);
@@ -467,104 +458,65 @@ export class SubscriptionImpl implements Subscription {
     }
   }
 
-  // frame handles one frame; it returns true to end the connection.
-  private frame(f: SSEFrame, o: Outcome, opened: () => void): boolean {
-    if (this.isClosed) return true;
-    if (!o.connected && f.event !== 'ping' && f.event !== 'connected' && f.event !== 'reconnect' && f.event !== 'end') {
-      o.connected = true; // a server that skips `connected` still counts as open
-      opened();
-      this.attempt = 0;
-      this.emit('open', {});
+  /**
+   * @internal The server accepted the subscription (SSE `connected`, a
+   * WebSocket's `subscribed`), or sent a first frame without saying so.
+   */
+  opened(a: Attempt, info?: ConnectedInfo): void {
+    if (this.isClosed || a.o.connected) return;
+    a.o.connected = true;
+    if (info?.heartbeat_ms && info.heartbeat_ms > 0) this.heartbeatMs = info.heartbeat_ms;
+    this.onOpen?.();
+    if (this.opts.after === 'now' && this.cursor === undefined && info?.offset && info.offset !== 'now') {
+      this.cursor = info.offset; // "now" again on a reconnect would skip what came meanwhile
     }
-    switch (f.event) {
-      case 'connected': {
-        let info: ConnectedInfo | undefined;
-        try {
-          info = JSON.parse(f.data) as ConnectedInfo;
-        } catch {
-          /* keep the defaults */
-        }
-        if (info?.heartbeat_ms && info.heartbeat_ms > 0) this.heartbeatMs = info.heartbeat_ms;
-        if (this.opts.after === 'now' && this.cursor === undefined && info?.offset && info.offset !== 'now') {
-          this.cursor = info!.offset; // "now" again on a reconnect would skip what came meanwhile
-        }
-        if (info?.run_id && !this.runId && (this.create || this.target.runId)) this.runId = info.run_id;
-        o.connected = true;
-        opened();
-        this.attempt = 0;
-        this.emit('open', {});
-        if (info) call(() => this.opts.onConnected?.(info));
-        return false;
-      }
-      case 'ping':
-        return false;
-      case 'reconnect': {
-        // A stream that could not start says why (the store did not
-        // answer): resumed all the same.
-        const e = failure(f.data);
-        if (e) o.error = e;
-        o.now = true;
-        try {
-          o.tokenExpired = (JSON.parse(f.data) as { reason?: unknown })?.reason === 'token_expired';
-        } catch {
-          // no reason given: reconnect all the same
-        }
-        return true;
-      }
-      case 'end': {
-        // The server says the subscription is complete: the run or message
-        // ended (at or before the cursor), or the thread was deleted; or
-        // that it could not start (an unknown thread, run or message: the
-        // error its status would have said).
-        const e = failure(f.data);
-        if (e) {
-          o.error = e;
-          o.fatal = true;
-          return true;
-        }
-        if (endReason(f.data) === 'thread_deleted') {
-          o.error = new TetherError('not_found', 'the thread was deleted', 200);
-          o.fatal = true;
-          return true;
-        }
-        this.done = true;
-        return true;
-      }
-      case 'snapshot': {
-        if (f.noData) return false;
-        let snap: Snapshot;
-        try {
-          snap = JSON.parse(f.data) as Snapshot;
-        } catch {
-          o.error = new TetherError('protocol', 'the snapshot is not valid JSON');
-          o.fatal = true;
-          return true;
-        }
-        if (!snap.offset && f.id) snap.offset = f.id;
-        // A reset replaces the consumer's state, so the cursor follows it,
-        // also backwards; another snapshot never moves it back.
-        if (snap.reset || !isEventOffset(this.cursor) || compareOffsets(snap.offset, this.cursor) > 0) this.cursor = snap.offset;
-        this.noteSnapshot(snap);
-        o.yielded++;
-        call(() => this.opts.onSnapshot?.(snap));
-        return this.done || this.isClosed;
-      }
-    }
-    if (f.noData || f.id === undefined) return false; // a control frame this client does not know
-    let ev: TetherEvent;
-    try {
-      ev = JSON.parse(f.data) as TetherEvent;
-    } catch {
-      o.error = new TetherError('protocol', `event ${f.id ?? ''} is not valid JSON`);
+    if (info?.run_id && !this.runId && (this.create || this.target.runId)) this.runId = info.run_id;
+    this.attempt = 0;
+    this.emit('open', {});
+    if (info) call(() => this.opts.onConnected?.(info));
+  }
+
+  /**
+   * @internal The server ended the stream. `resume`: it asks the client to
+   * come back from its cursor (SSE `reconnect`; a WebSocket's `shutdown`,
+   * `slow_consumer`, `token_expired`, `error`); else the subscription is
+   * complete (the run or message ended, or the thread was deleted) or could
+   * not start (`error` says why, and retrying would not change it).
+   */
+  ended(a: Attempt, resume: boolean, reason: unknown, error?: TetherError): void {
+    const o = a.o;
+    if (error) o.error = error;
+    if (resume) {
+      o.now = true;
+      o.tokenExpired = reason === 'token_expired';
+    } else if (error) o.fatal = true;
+    else if (reason === 'thread_deleted') {
+      o.error = new TetherError('not_found', 'the thread was deleted', 200);
       o.fatal = true;
-      return true;
-    }
-    if (!ev.offset && f.id) ev.offset = f.id;
-    if (!ev.type) ev.type = f.event;
+    } else this.done = true;
+  }
+
+  /** @internal A snapshot; returns true when the connection should end. */
+  snapshot(a: Attempt, snap: Snapshot): boolean {
+    if (this.isClosed) return true;
+    this.opened(a);
+    // A reset replaces the consumer's state, so the cursor follows it,
+    // also backwards; another snapshot never moves it back.
+    if (snap.reset || !isEventOffset(this.cursor) || compareOffsets(snap.offset, this.cursor) > 0) this.cursor = snap.offset;
+    this.noteSnapshot(snap);
+    a.o.yielded++;
+    call(() => this.opts.onSnapshot?.(snap));
+    return this.done || this.isClosed;
+  }
+
+  /** @internal An event; returns true when the connection should end. Events at or before the cursor are skipped. */
+  event(a: Attempt, ev: TetherEvent): boolean {
+    if (this.isClosed) return true;
+    this.opened(a);
     if (ev.offset && isEventOffset(this.cursor) && compareOffsets(ev.offset, this.cursor) <= 0) return false;
     if (ev.offset) this.cursor = ev.offset;
     this.noteEvent(ev);
-    o.yielded++;
+    a.o.yielded++;
     call(() => this.opts.onEvent?.(ev));
     return this.done || this.isClosed;
   }

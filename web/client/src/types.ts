@@ -45,6 +45,8 @@ export interface Thread {
   last_offset: Offset;
   /** The running or waiting run, else the oldest pending run, else null. */
   active_run_id: string | null;
+  /** The `sub` of the user token that created the thread; absent for a thread made with a key or without auth. */
+  owner?: string;
 }
 
 /** An error carried by a run or a message (`{code, message}`). */
@@ -242,15 +244,17 @@ export interface FinalAnswer {
   status: RunStatus | '';
 }
 
-/** The `connected` frame of an SSE stream. */
+/** The `connected` frame of an SSE stream, or the `subscribed` frame of a WebSocket subscription. */
 export interface ConnectedInfo {
   thread_id: string;
   run_id?: string;
   message_id?: string;
   /** The thread's tail when the stream started. */
   offset: Offset;
-  heartbeat_ms: number;
-  server_time: string;
+  /** The server's heartbeat; absent over a WebSocket, whose socket pings every heartbeat. */
+  heartbeat_ms?: number;
+  /** The server's clock; absent over a WebSocket. */
+  server_time?: string;
 }
 
 /** Run statuses after which nothing more happens. */

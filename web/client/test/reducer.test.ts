@@ -105,3 +105,14 @@ describe('mergePatch', () => {
     expect(mergePatch({}, { a: { bb: { ccc: null } } })).toEqual({ a: { bb: {} } });
   });
 });
+
+describe('thread fields the reducer does not derive', () => {
+  it('keeps the owner of a snapshot\'s thread (a thread made with a user\'s token) through later events', () => {
+    const v = vectors<ReduceVector>('reduce').find(([n]) => n.startsWith('01'))![1];
+    const start = reduce(v.thread, []);
+    const r = Reducer.fromSnapshot({ ...start, thread: { ...start.thread, owner: 'alice' } });
+    for (const e of v.events) expect(r.apply(e)).toBeUndefined();
+    expect(r.snapshot().thread.owner).toBe('alice');
+    expect(reduce(v.thread, v.events).thread).not.toHaveProperty('owner'); // none without one
+  });
+});

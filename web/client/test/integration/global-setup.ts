@@ -13,6 +13,8 @@ declare module 'vitest' {
     /** A second server that takes user tokens (JWTs) signed HS256 with tetherJwtSecret. */
     tetherJwtUrl: string;
     tetherJwtSecret: string;
+    /** The tether binary, for tests that start (and stop) a server of their own. */
+    tetherBin: string;
   }
 }
 
@@ -84,6 +86,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     writeFileSync(join(dir, 'jwt-secret'), `${JWT_SECRET}\n`);
     project.provide('tetherJwtUrl', await start('data-jwt', ['--jwt-secret-file', join(dir, 'jwt-secret')]));
     project.provide('tetherJwtSecret', JWT_SECRET);
+    project.provide('tetherBin', bin);
   } catch (err) {
     await stop();
     throw err;
