@@ -300,7 +300,7 @@ func (wc *wsConn) subscribe(id string, req wsRequest) {
 		wc.sendError(id, err)
 		return
 	}
-	sub := newWSSub(wc.ctx, id, es)
+	sub := newWSSub(wc.ctx, id, es, wc.s.opts.Heartbeat)
 	wc.mu.Lock()
 	if wc.closing {
 		wc.mu.Unlock()

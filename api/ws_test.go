@@ -21,17 +21,18 @@ import (
 
 // wsMsg is a server frame, every field of every op.
 type wsMsg struct {
-	Op       string          `json:"op"`
-	ID       string          `json:"id"`
-	ThreadID string          `json:"thread_id"`
-	Offset   tether.Offset   `json:"offset"`
-	Reason   string          `json:"reason"`
-	Reset    bool            `json:"reset"`
-	TS       string          `json:"ts"`
-	Thread   *tether.Thread  `json:"thread"`
-	Runs     []tether.Run    `json:"runs"`
-	Event    json.RawMessage `json:"event"`
-	Error    struct {
+	Op          string          `json:"op"`
+	ID          string          `json:"id"`
+	ThreadID    string          `json:"thread_id"`
+	Offset      tether.Offset   `json:"offset"`
+	HeartbeatMs int64           `json:"heartbeat_ms"`
+	Reason      string          `json:"reason"`
+	Reset       bool            `json:"reset"`
+	TS          string          `json:"ts"`
+	Thread      *tether.Thread  `json:"thread"`
+	Runs        []tether.Run    `json:"runs"`
+	Event       json.RawMessage `json:"event"`
+	Error       struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -538,6 +539,13 @@ func TestWSPing(t *testing.T) {
 	w.send(`{"op":"pong"}`)
 	w.send(`{"op":"ping","id":"p"}`)
 	w.expect("pong", "p")
+	// A subscription says the socket's heartbeat, as SSE's connected
+	// does, for the client's stall detector.
+	v.thread("t1")
+	w.subscribe("s", "thread_id", "t1", "after", "now")
+	if m := w.expect("subscribed", "s"); m.HeartbeatMs != 30 {
+		t.Fatalf("subscribed: %s, want heartbeat_ms 30", m.raw)
+	}
 }
 
 func TestWSThreadDeleted(t *testing.T) {

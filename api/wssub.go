@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -50,13 +51,13 @@ type wsSub struct {
 	first [2][]byte
 }
 
-func newWSSub(ctx context.Context, id string, es *engine.Subscription) *wsSub {
+func newWSSub(ctx context.Context, id string, es *engine.Subscription, heartbeat time.Duration) *wsSub {
 	sub := &wsSub{
 		id: id, es: es, prefix: []byte(`{"op":"event","id":` + jsonOf(id) + `,"event":`),
 		halt: make(chan struct{}), done: make(chan struct{}),
 	}
 	sub.ctx, sub.cancel = context.WithCancel(ctx)
-	sub.first[0] = subscribedFrame(id, es)
+	sub.first[0] = subscribedFrame(id, es, heartbeat)
 	if es.Snapshot != nil {
 		sub.first[1] = snapshotFrame(id, es.Snapshot)
 	}
@@ -296,15 +297,19 @@ func (wc *wsConn) end(sub *wsSub, reason string, resume tether.Offset) {
 	}{"end", sub.id, reason, resume}))})
 }
 
-func subscribedFrame(id string, es *engine.Subscription) []byte {
+// subscribedFrame says what a subscription follows and from where, and
+// the socket's heartbeat (as SSE's connected does), by which a client
+// tells a dead socket from a quiet one.
+func subscribedFrame(id string, es *engine.Subscription, heartbeat time.Duration) []byte {
 	return []byte(jsonOf(struct {
-		Op        string        `json:"op"`
-		ID        string        `json:"id"`
-		ThreadID  string        `json:"thread_id"`
-		RunID     string        `json:"run_id,omitempty"`
-		MessageID string        `json:"message_id,omitempty"`
-		Offset    tether.Offset `json:"offset"`
-	}{"subscribed", id, es.ThreadID, es.RunID, es.MessageID, es.Tail}))
+		Op          string        `json:"op"`
+		ID          string        `json:"id"`
+		ThreadID    string        `json:"thread_id"`
+		RunID       string        `json:"run_id,omitempty"`
+		MessageID   string        `json:"message_id,omitempty"`
+		Offset      tether.Offset `json:"offset"`
+		HeartbeatMs int64         `json:"heartbeat_ms"`
+	}{"subscribed", id, es.ThreadID, es.RunID, es.MessageID, es.Tail, heartbeat.Milliseconds()}))
 }
 
 // snapshotFrame is {"op":"snapshot","id":…, followed by the snapshot's

@@ -385,6 +385,20 @@ describe('WebSocket transport', () => {
     sb.close();
   });
 
+  it("the stall period follows the heartbeat the subscribed frame says, not the one assumed", async () => {
+    const sub = client.subscribe({ threadId: 't1' }, {}); // 15 s assumed
+    const ws = await socket(1);
+    ws.open();
+    ws.recv(subscribed(ws.subscribes()[0]!.id as string, { heartbeat_ms: 1000 }));
+    await vi.advanceTimersByTimeAsync(2999);
+    expect(ws.live).toBe(true);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(ws.closedWith).toBe(1000);
+    await settle();
+    expect(sub.state).toBe('reconnecting');
+    sub.close();
+  });
+
   it('a socket that does not open within the readiness timeout is given up', async () => {
     const rec = record();
     const sub = client.subscribe({ threadId: 't1' }, { ...rec.handlers, readinessTimeoutMs: 2000 });
