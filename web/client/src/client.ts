@@ -35,14 +35,16 @@ export interface TetherClientOptions extends ConnectionOptions {
   /** Extra headers for every request. */
   headers?: Record<string, string>;
   /**
-   * How many times a REST call is retried, with {@link ConnectionOptions.backoff}
-   * (and no sooner than a `Retry-After`), after a failure a repeat may change:
-   * no answer, 5xx, 408, 429. Every call is safe to repeat: a 503 or a
-   * dropped connection may hide a write that landed, so a new thread is named
-   * by the client, a run is created with an `Idempotency-Key`, the server
-   * takes the same answer to a run's request for the answer it took, and a
-   * delete retried after such a failure that finds nothing resolves.
-   * Defaults to 4; 0 sends each call once.
+   * How many times a REST write (create, cancel, input, delete) is retried,
+   * with {@link ConnectionOptions.backoff} (and no sooner than a
+   * `Retry-After`), after a failure that may hide a write that landed: no
+   * answer, 5xx, 408. Every write is safe to repeat: a
+   * new thread is named by the client, a run is created with an
+   * `Idempotency-Key`, the server takes the same answer to a run's request
+   * for the answer it took, and a delete retried after such a failure that
+   * finds nothing resolves. A 429, which did nothing, rejects at once with
+   * its `retryAfterMs`, for a page to say how long to wait. Defaults to 4;
+   * 0 sends each call once.
    */
   restRetries?: number;
 }
@@ -108,10 +110,6 @@ function newId(prefix: string): string {
   return prefix + out;
 }
 
-/** Whether the server may have done a request that failed so: not a 429 (answered before anything is done). */
-function mayHaveActed(e: TetherError): boolean {
-  return e.status !== 429;
-}
 
 /**
  * TetherClient talks to a Tether server: REST helpers for threads, runs and
@@ -194,7 +192,8 @@ export class TetherClient implements Transport {
     body?: unknown,
     opts: RequestOptions & { headers?: Record<string, string>; goneIsDone?: boolean } = {},
   ): Promise<T> {
-    const retries = this.options.restRetries ?? 4;
+    // Reads are left to their callers, which poll and reconcile anyway.
+    const retries = method === 'GET' ? 0 : (this.options.restRetries ?? 4);
     const timers: Timers = this.options.timers ?? defaultTimers;
     let acted = false;
     for (let attempt = 0; ; attempt++) {
@@ -203,9 +202,10 @@ export class TetherClient implements Transport {
       } catch (err) {
         const e = toTetherError(err, opts.signal);
         if (acted && opts.goneIsDone && e.code === 'not_found') return undefined as T;
-        // A token function that failed sent nothing; its caller decides.
-        if (!e.retryable || e.code === 'token_unavailable' || attempt >= retries || opts.signal?.aborted) throw e;
-        acted = acted || mayHaveActed(e);
+        // A token function that failed sent nothing, and a 429 did
+        // nothing: their caller decides (a page says how long to wait).
+        if (!e.retryable || e.code === 'token_unavailable' || e.status === 429 || attempt >= retries || opts.signal?.aborted) throw e;
+        acted = true; // no answer, or a 5xx: the server may have done it
         const maxMs = this.options.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS;
         const ms = Math.max(backoffDelay(attempt, this.options.backoff, () => timers.random()), Math.min(e.retryAfterMs ?? 0, maxMs));
         await new Promise<void>((ok, fail) => {

@@ -113,7 +113,7 @@ describe('REST helpers', () => {
     }
   });
 
-  it('retry a failure a repeat may change with the same request: a thread the client names, a run with one key', async () => {
+  it('retry a write after a failure that may hide it, with the same request: a thread the client names, a run with one key', async () => {
     const { ff, client } = setup(undefined, 4);
     ff.next(() => errorResponse(503, 'unavailable'));
     ff.next(() => new TypeError('fetch failed'));
@@ -129,12 +129,16 @@ describe('REST helpers', () => {
     expect(r1!.headers.get('idempotency-key')).toBe(r0!.headers.get('idempotency-key'));
     // Five 503s: the first try and four retries, then the error.
     for (let i = 0; i < 5; i++) ff.next(() => errorResponse(503, 'unavailable'));
-    expect(await client.getRun('r1').catch((e: unknown) => e)).toMatchObject({ code: 'unavailable' });
+    expect(await client.cancelRun('r1').catch((e: unknown) => e)).toMatchObject({ code: 'unavailable' });
     expect(ff.requests).toHaveLength(10);
+    // A read is sent once: its caller polls.
+    ff.next(() => errorResponse(503, 'unavailable'));
+    expect(await client.getRun('r1').catch((e: unknown) => e)).toMatchObject({ code: 'unavailable', retryable: true });
+    expect(ff.requests).toHaveLength(11);
     // An answer a repeat cannot change: at once.
     ff.next(() => errorResponse(409, 'conflict'));
     expect(await client.submitInput('r1', 'q1', 1).catch((e: unknown) => e)).toMatchObject({ code: 'conflict' });
-    expect(ff.requests).toHaveLength(11);
+    expect(ff.requests).toHaveLength(12);
   });
 
   it('resolve a delete retried after a failure that may hide it, when the retry finds nothing', async () => {
@@ -143,8 +147,7 @@ describe('REST helpers', () => {
     ff.next(() => errorResponse(404, 'not_found'));
     await client.deleteThread('t1');
     ff.next(() => errorResponse(429, 'rate_limited'));
-    ff.next(() => errorResponse(404, 'not_found'));
-    expect(await client.deleteThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'not_found' }); // a 429 did nothing
+    expect(await client.deleteThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'rate_limited' }); // a 429 did nothing: for the caller
     ff.next(() => errorResponse(404, 'not_found'));
     expect(await client.deleteThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'not_found' });
   });
