@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +52,54 @@ func TestInputRepeatedAfterCheckpointLoad(t *testing.T) {
 	}
 	if n := len(readAll(t, st, "t1")); n != total {
 		t.Fatalf("the log grew from %d to %d events", total, n)
+	}
+}
+
+// A repeat of an answer whose commit is still in flight (its first try
+// gave up waiting) is not taken for that answer until the commit has its
+// outcome: here the commit fails, and the repeat is then the answer,
+// appended once. Answered at once, it would have said the run took an
+// answer that is not in the log.
+func TestInputRepeatedWhileCommitInFlight(t *testing.T) {
+	g := &gatedStore{Store: testutil.OpenStore(t, ""), held: make(chan struct{}, 4), release: make(chan bool, 4)}
+	e := newEngine(t, g, engine.Options{})
+	t.Cleanup(func() { close(g.release) })
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{})
+	c := mustClaim(t, e, "echo")
+	mustAppend(t, e, c, &tether.Event{Type: tether.EventRunWaiting, Request: &tether.Request{ID: "q1", Kind: "input"}})
+
+	g.mu.Lock()
+	g.gated = true
+	g.mu.Unlock()
+	tctx, cancel := context.WithCancel(ctx)
+	tried := make(chan error, 1)
+	go func() { _, err := e.SubmitInput(tctx, run.ID, "q1", json.RawMessage(`"yes"`)); tried <- err }()
+	<-g.held
+	cancel()
+	if err := <-tried; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first try: %v, want it to give up", err)
+	}
+	repeated := make(chan error, 1)
+	go func() { _, err := e.SubmitInput(ctx, run.ID, "q1", json.RawMessage(`"yes"`)); repeated <- err }()
+	g.mu.Lock()
+	g.gated = false
+	g.mu.Unlock()
+	g.release <- false // the first try's commit fails
+	if err := <-repeated; err != nil {
+		wantCode(t, err, tether.CodeUnavailable) // honest: the client sends it again
+		if _, err := e.SubmitInput(ctx, run.ID, "q1", json.RawMessage(`"yes"`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, ev := range readAll(t, g, "t1") {
+		if ev.Type == tether.EventRunInput {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d run.input events, want 1", n)
 	}
 }

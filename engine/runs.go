@@ -327,9 +327,15 @@ func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value
 		// The answer found is still being committed (its first try timed
 		// out): answer once it is, or, if its commit failed, take this
 		// one. A repeat is never answered for an answer not in the log.
-		t.waitIdle()
-		if err := ctx.Err(); err != nil {
-			return tether.Run{}, err
+		idle := make(chan struct{})
+		go func() {
+			t.waitIdle() // ends with the thread's flush
+			close(idle)
+		}()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return tether.Run{}, ctx.Err()
 		}
 	}
 }
