@@ -155,3 +155,28 @@ func TestThreadCreateRepeatedAfterLostAnswer(t *testing.T) {
 		t.Fatalf("thread %+v", th)
 	}
 }
+
+// useChat's answer to a request (a dynamic tool's output) sent again, as
+// after a lost answer, is the answer it repeats: 200 with the run's stream
+// again, one run.input in the log. Before, the second POST was refused
+// 409 conflict, the run having gone on.
+func TestAISDKAnswerSentAgain(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	parseUI(t, string(v.mustDo(200, "POST", chatAPI, chatBody("chat5", []any{userMsg("u1", "ask")}, `{"tokens":3,"delay_ms":0,"ask":true}`)).body))
+	var msgs []map[string]any
+	v.mustDo(200, "GET", chatAPI+"/chat5/messages", nil).json(&msgs)
+	answer := msgs[1]
+	parts := answer["parts"].([]any)
+	req := parts[len(parts)-1].(map[string]any)
+	req["state"], req["output"] = "output-available", "durability"
+	body := map[string]any{"id": "chat5", "messages": []any{userMsg("u1", "ask"), answer}, "trigger": "submit-message"}
+	for i := range 2 {
+		frames := parseUI(t, string(v.mustDo(200, "POST", chatAPI, body).body))
+		if frames[len(frames)-1].chunk["type"] != "finish" {
+			t.Fatalf("answer %d: the stream ends with %s", i, frames[len(frames)-1].raw)
+		}
+	}
+	if in := v.inputsOf("chat5"); len(in) != 1 {
+		t.Fatalf("%d run.input events, want 1", len(in))
+	}
+}
