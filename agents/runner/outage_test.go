@@ -78,9 +78,9 @@ func (f *flaky) Commit(ctx context.Context, b *store.Batch) (*store.Result, erro
 // of the thread's log, and returns what its follower saw, what the log
 // holds and the run as it ended. Each event is told by its type and
 // content, not its IDs (which name the run).
-func demoEvents(t *testing.T, st store.Store) (seen, logged []string, run tether.Run) {
+func demoEvents(t *testing.T, st store.Store, opts engine.Options) (seen, logged []string, run tether.Run) {
 	t.Helper()
-	e, _ := worldOn(t, st, map[string]agents.Agent{"demo": demo.New()}, engine.Options{LeaseTTL: time.Hour})
+	e, _ := worldOn(t, st, map[string]agents.Agent{"demo": demo.New()}, opts)
 	ctx := context.Background()
 	if _, _, err := e.CreateThread(ctx, "t1", nil); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func demoEvents(t *testing.T, st store.Store) (seen, logged []string, run tether
 // on a store that never failed. The run ended error (agent_error, "The
 // agent failed.") at the first failure.
 func TestRunSurvivesFailedAppends(t *testing.T) {
-	_, want, _ := demoEvents(t, testutil.OpenStore(t, ""))
+	_, want, _ := demoEvents(t, testutil.OpenStore(t, ""), engine.Options{})
 	st := &flaky{Store: testutil.OpenStore(t, ""), typ: tether.EventTextDelta, fail: func(k int) (bool, bool) {
 		switch k {
 		case 2, 5, 9, 10, 11: // 9, 10 and 11: one append that fails three times
@@ -144,7 +144,7 @@ func TestRunSurvivesFailedAppends(t *testing.T) {
 		}
 		return false, false
 	}}
-	seen, logged, run := demoEvents(t, st)
+	seen, logged, run := demoEvents(t, st, engine.Options{LeaseTTL: time.Hour})
 	if run.Status != tether.RunDone {
 		t.Fatalf("run %s %+v, want done", run.Status, run.Error)
 	}
@@ -153,5 +153,90 @@ func TestRunSurvivesFailedAppends(t *testing.T) {
 	}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("the follower saw\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An append the store keeps failing for several lease TTLs is sent again
+// all along, its run's heartbeats renewing the lease meanwhile: the run
+// ends done, with every event once.
+func TestLeaseRenewedWhileAppendRetried(t *testing.T) {
+	_, want, _ := demoEvents(t, testutil.OpenStore(t, ""), engine.Options{})
+	st := &flaky{Store: testutil.OpenStore(t, ""), typ: tether.EventTextDelta, fail: func(k int) (bool, bool) {
+		return k >= 2 && k <= 6, k == 2 // 3.1 s of pauses
+	}}
+	_, logged, run := demoEvents(t, st, engine.Options{LeaseTTL: time.Second, SweepInterval: 50 * time.Millisecond})
+	if run.Status != tether.RunDone {
+		t.Fatalf("run %s %+v, want done", run.Status, run.Error)
+	}
+	if !slices.Equal(logged, want) {
+		t.Fatalf("the log holds\n%s\nwant\n%s", strings.Join(logged, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// down is a store that fails every commit, and the reads that find a
+// run and load a thread, while it is down: the engine cannot tell
+// whether a lease expired.
+type down struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (d *down) Commit(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	if d.down.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return d.Store.Commit(ctx, b)
+}
+
+func (d *down) LoadThread(ctx context.Context, id string, limit int) (*store.ThreadLoad, error) {
+	if d.down.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return d.Store.LoadThread(ctx, id, limit)
+}
+
+func (d *down) Run(ctx context.Context, id string) (*store.RunRecord, error) {
+	if d.down.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return d.Store.Run(ctx, id)
+}
+
+// An append the store cannot take stops being sent once the lease has
+// certainly expired (two TTLs after it was last renewed; its heartbeats
+// failing too, and the engine unable to tell): the agent gets
+// lease_lost and its context ends, and once the store is back the run
+// ends aborted (worker_lost), as a worker's would.
+func TestAppendGivesUpWithTheLease(t *testing.T) {
+	st := &down{Store: testutil.OpenStore(t, "")}
+	got := make(chan error, 1)
+	agent := agents.Func(func(ctx context.Context, s *agents.Session) error {
+		id, err := s.StartMessage(ctx, tether.RoleAssistant)
+		if err != nil {
+			return err
+		}
+		st.down.Store(true)
+		err = s.Text(ctx, id, "lost")
+		got <- err
+		if ctx.Err() == nil {
+			t.Errorf("the agent's context is still live after %v", err)
+		}
+		return err
+	})
+	e, _ := worldOn(t, st, map[string]agents.Agent{"a": agent}, engine.Options{LeaseTTL: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+	run := start(t, e, "a", `{}`)
+	var err error
+	select {
+	case err = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the append is still being sent 20s after the store went down")
+	}
+	if tether.CodeOf(err) != tether.CodeLeaseLost {
+		t.Fatalf("the append failed with %v, want lease_lost", err)
+	}
+	st.down.Store(false)
+	snap := waitStatus(t, e, run.ID, tether.RunAborted)
+	if r := snap.Runs[0]; r.Error == nil || r.Error.Code != engine.ReasonWorkerLost {
+		t.Fatalf("run ended %+v, want worker_lost", r.Error)
 	}
 }

@@ -251,6 +251,6 @@ func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, ag
 var (
 	errCancelRequested = errors.New("cancel requested")
 	errRunEnded        = errors.New("run ended")
-	errLeaseLost       = errors.New("lease lost")
+	errLeaseLost       = tether.Errorf(tether.CodeLeaseLost, "the run's lease was lost")
 	errRunOver         = errors.New("agent returned")
 )
