@@ -114,6 +114,11 @@ func (t *transport) send(ctx context.Context, evs []*tether.Event) (cancelReques
 		case ctx.Err() != nil:
 			t.pending = evs
 			return false, fmt.Errorf("append: %w", context.Cause(ctx))
+		case errors.Is(err, engine.ErrClosed):
+			// The node is stopping, and its shutdown ends the run: not
+			// sent again now, but not known to be refused either.
+			t.pending = evs
+			return false, err
 		case !inDoubt(err):
 			// Refused: nothing was appended, and the number is free.
 			t.pending = nil
@@ -137,11 +142,9 @@ const appendTimeout = 10 * time.Second
 
 // inDoubt reports whether an append's error leaves its outcome unknown,
 // so that it is sent again: the store could not say (unavailable), or the
-// try timed out. Not once the engine is closing: the node's shutdown ends
-// its runs.
+// try timed out.
 func inDoubt(err error) bool {
-	return tether.CodeOf(err) == tether.CodeUnavailable && !errors.Is(err, engine.ErrClosed) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return tether.CodeOf(err) == tether.CodeUnavailable || errors.Is(err, context.DeadlineExceeded)
 }
 
 // copyEvents returns copies of evs.
