@@ -11,6 +11,12 @@
 // The runner follows each run through a subscription of the engine, the same
 // way a remote worker follows it over HTTP, so an in-process agent sees
 // input and cancel requests only once they are committed.
+//
+// A run's appends are a producer's, as a worker's are (transport.go): an
+// append the store could not take (unavailable) is sent again until it
+// lands, once, while the lease lasts. Meanwhile the agent's Emit does not
+// return: a store outage holds its run up, and one longer than the lease
+// stops it.
 package runner
 
 import (
