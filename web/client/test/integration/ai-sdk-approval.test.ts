@@ -139,4 +139,18 @@ describe('the AI SDK tool approval flow', () => {
     await until(() => page.status === 'ready' && callOf(assistants(page)[0])?.state === 'output-available' && textOf(assistants(page)[0]).length > 0, 15_000, 'the answer');
     expect(textOf(assistants(page)[0])).toBe(await finalAnswer(id));
   });
+  it('TetherChatTransport: the answer\'s stream cut before its first frame goes on from the approval, nothing shown twice', async () => {
+    const id = threadName('aisdk-approval-cut-answer');
+    const wire = new Wire();
+    // The second POST is the answer: its response is cut before a byte of its body.
+    wire.on((m, u) => m === 'POST' && u.endsWith('/chat'), (n) => (n === 1 ? { kind: 'cut', after: 0 } : { kind: 'pass' }));
+    const transport = new TetherChatTransport({ api: api(), body, fetch: wire.fetch, backoff: { initialMs: 20, maxMs: 100 } });
+    const chat = new Chat<UIMessage>({ id, transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+    const answer = await turn(chat, 'search, then cut', true);
+    expect(wire.log.filter((l) => l.startsWith('GET'))).toHaveLength(1);
+    expect(textOf(answer)).toBe(await finalAnswer(id));
+    const held = plain(chat.messages);
+    delete callOf(held[1])!.approval;
+    expect(await serverMessages(id)).toEqual(held);
+  });
 });
