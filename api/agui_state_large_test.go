@@ -9,6 +9,7 @@ import (
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/runs"
 )
 
 // TestAGUIFrontEndStateOverAnEvent: a thread's state may grow to 8 MiB
@@ -26,6 +27,7 @@ func TestAGUIFrontEndStateOverAnEvent(t *testing.T) {
 	big := strings.Repeat("x", 700<<10)
 	// run sends state with a run of agent graph; the worker that claims
 	// it appends events and finishes. It returns the claim's state.
+	var frames []aguiFrame
 	run := func(id string, sent any, events ...any) json.RawMessage {
 		t.Helper()
 		in := runInput("t1", id, "go on", `{}`)
@@ -41,7 +43,8 @@ func TestAGUIFrontEndStateOverAnEvent(t *testing.T) {
 			b, _ := json.Marshal([]any{ev})
 			v.mustDo(200, "POST", "/v1/runs/"+claim.Run.ID+"/events", string(b), "Tether-Lease", claim.Lease.Token)
 		}
-		if _, err := a.all(); err != io.EOF {
+		var err error
+		if frames, err = a.all(); err != io.EOF {
 			t.Fatal(err)
 		}
 		return claim.State
@@ -54,9 +57,20 @@ func TestAGUIFrontEndStateOverAnEvent(t *testing.T) {
 	// The page edits a small part of it and sends it with the next run.
 	edited := map[string]any{"a": big, "todo": []any{"x", "y"}, "n": 2, "b": big, "new": true}
 	want, _ := json.Marshal(edited)
+	var before tether.Snapshot
+	v.mustDo(200, "GET", "/v1/threads/t1", nil).json(&before)
 	got := run("run-2", edited)
 	if !sameJSONValue(got, want) {
 		t.Fatalf("run-2 started with a state of %d bytes, not the edited one", len(got))
+	}
+	// The run's stream shows the change after RUN_STARTED: a page that
+	// held the state before (another tab) has the edited one.
+	if len(frames) < 2 || typeOf(frames[0]) != "RUN_STARTED" || typeOf(frames[1]) != "STATE_DELTA" {
+		t.Fatalf("run-2's stream starts %v", frames[:min(2, len(frames))])
+	}
+	patch, _ := json.Marshal(frames[1].event["delta"])
+	if after, err := runs.ApplyPatch(before.State, patch); err != nil || !sameJSONValue(after, want) {
+		t.Fatalf("the stream's STATE_DELTA does not make the edited state: %v", err)
 	}
 	var snap tether.Snapshot
 	v.mustDo(200, "GET", "/v1/threads/t1", nil).json(&snap)
