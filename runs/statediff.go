@@ -45,12 +45,31 @@ func (d *stateDiff) diff(path string, a, b json.RawMessage) {
 	if sameValue(a, b) {
 		return
 	}
+	start := len(d.ops)
+	if d.children(path, a, b) {
+		// The parts that changed, unless they say more than the whole.
+		n := 0
+		for _, op := range d.ops[start:] {
+			n += op.size()
+		}
+		whole := diffOp{Op: "replace", Path: path, Value: b}
+		if n <= whole.size() {
+			return
+		}
+		d.ops = d.ops[:start]
+	}
+	d.ops = append(d.ops, diffOp{Op: "replace", Path: path, Value: b})
+}
+
+// children adds the operations that change the members or elements of a
+// into b's, if both are objects, or arrays of one length; false if not.
+func (d *stateDiff) children(path string, a, b json.RawMessage) bool {
 	switch kindOf(a) + kindOf(b) {
 	case "{{":
 		am, aok := membersOf(a)
 		bm, bok := membersOf(b)
 		if !aok || !bok {
-			break
+			return false
 		}
 		in := make(map[string]json.RawMessage, len(bm))
 		for _, m := range bm {
@@ -76,19 +95,22 @@ func (d *stateDiff) diff(path string, a, b json.RawMessage) {
 				d.ops = append(d.ops, diffOp{Op: "add", Path: p, Value: m.value})
 			}
 		}
-		return
+		return true
 	case "[[":
 		var ae, be []json.RawMessage
 		if json.Unmarshal(a, &ae) != nil || json.Unmarshal(b, &be) != nil || len(ae) != len(be) {
-			break
+			return false
 		}
 		for i := range be {
 			d.diff(path+"/"+strconv.Itoa(i), ae[i], be[i])
 		}
-		return
+		return true
 	}
-	d.ops = append(d.ops, diffOp{Op: "replace", Path: path, Value: b})
+	return false
 }
+
+// size is about the length of op's JSON.
+func (op diffOp) size() int { return len(op.Op) + len(op.Path) + len(op.Value) + 30 }
 
 // kindOf is "{" for an object, "[" for an array, "." for anything else.
 func kindOf(v json.RawMessage) string {

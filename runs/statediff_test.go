@@ -40,4 +40,8 @@ func TestStatePatch(t *testing.T) {
 	if p := runs.StatePatch(json.RawMessage(`{"a":{"b":1}}`), json.RawMessage(`{"a":{"b":1.0},"c":2}`)); string(p) != `[{"op":"add","path":"/c","value":2}]` {
 		t.Errorf("patch %s, want only what changed", p)
 	}
+	// Every element changed: the array whole is shorter.
+	if p := runs.StatePatch(json.RawMessage(`{"x":"big","a":[1,2,3,4]}`), json.RawMessage(`{"x":"big","a":[5,6,7,8]}`)); string(p) != `[{"op":"replace","path":"/a","value":[5,6,7,8]}]` {
+		t.Errorf("patch %s, want the array replaced", p)
+	}
 }
