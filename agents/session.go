@@ -215,7 +215,9 @@ func (s *Session) Wait(ctx context.Context, kind string, payload any) (json.RawM
 
 // Ask asks for input with a request the agent names itself (run.waiting
 // with req) and returns the answer once a client posts it. req.ID must be
-// a valid id not used before in the run; Wait makes one.
+// a valid id not used before in the run (an id of a request the run had
+// answered is refused, conflict: a client's repeat of that answer would
+// answer this one); Wait makes one.
 func (s *Session) Ask(ctx context.Context, req tether.Request) (json.RawMessage, error) {
 	r := req
 	if err := s.Emit(ctx, &tether.Event{Type: tether.EventRunWaiting, Request: &r}); err != nil {

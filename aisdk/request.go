@@ -275,6 +275,9 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 			}
 			return nil, tether.Errorf(tether.CodeBadRequest, "the last message is the answer of run %s, which waits on request %s: set that part's output (addToolOutput) to answer it", r.ID, r.Request.ID)
 		}
+		if a := repeatedAnswer(last, snap); a != nil {
+			return a, nil
+		}
 	}
 	return nil, tether.Errorf(tether.CodeConflict, "the last message, %s, is not the answer of a run that waits for input", last.ID)
 }
@@ -313,6 +316,32 @@ func approvalAnswer(part InPart, id string) json.RawMessage {
 		v["message"] = *a.Reason
 	}
 	return mustJSON(v)
+}
+
+// repeatedAnswer finds, in a message sent again (its POST's answer was
+// lost), the answer it gave: the last output set on a request part of a
+// run that no longer waits, whose UI message it is (named by the run
+// while it had no assistant message yet). Whether the run took that
+// answer is the engine's to say (SubmitInput: the same answer to an
+// answered request is that answer; anything else a conflict).
+func repeatedAnswer(last InMessage, snap *tether.Snapshot) *Answer {
+	for i := len(snap.Runs) - 1; i >= 0; i-- {
+		r := snap.Runs[i]
+		if r.Status == tether.RunWaiting || r.Status == tether.RunPending || uiMessageID(r, snap.Messages) != last.ID && r.ID != last.ID {
+			continue
+		}
+		for j := len(last.Parts) - 1; j >= 0; j-- {
+			if part := last.Parts[j]; part.Type == "dynamic-tool" && part.State == StateOutput && tether.ValidID(part.ToolCallID) {
+				v := part.Output
+				if len(v) == 0 {
+					v = json.RawMessage("null")
+				}
+				return &Answer{RunID: r.ID, RequestID: part.ToolCallID, Value: v}
+			}
+		}
+		return nil
+	}
+	return nil
 }
 
 // regenerateTarget returns the answer a regenerate-message replaces ("" if

@@ -13,10 +13,10 @@ import (
 // restores, as natsstore reports a node cut off from NATS.
 type feedStore struct {
 	store.Store
-	notify func(following bool)
+	notify func(store.FeedState)
 }
 
-func (f *feedStore) SetFeedNotify(fn func(bool)) { f.notify = fn }
+func (f *feedStore) SetFeedNotify(fn func(store.FeedState)) { f.notify = fn }
 
 // A node that cannot follow the shared log answers /readyz 503, so that a
 // load balancer sends its clients to a node that can, and 200 again once
@@ -26,10 +26,10 @@ func TestReadyzWhileNotFollowingTheLog(t *testing.T) {
 	st := &feedStore{Store: testutil.OpenStore(t, "")}
 	v := newEnvStore(t, st, api.Options{}, engine.Options{})
 	v.mustDo(200, "GET", "/readyz", nil)
-	st.notify(false)
+	st.notify(store.FeedState{})
 	if body := string(v.mustDo(503, "GET", "/readyz", nil).body); body != `{"status":"not_following_log"}`+"\n" {
 		t.Fatalf("readyz while cut off: %q", body)
 	}
-	st.notify(true)
+	st.notify(store.FeedState{Following: true})
 	v.mustDo(200, "GET", "/readyz", nil)
 }

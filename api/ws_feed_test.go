@@ -9,6 +9,7 @@ import (
 	"github.com/tetherhq/tether/api"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
+	"github.com/tetherhq/tether/store"
 )
 
 // A WebSocket on a node that cannot follow the shared log: every
@@ -51,10 +52,10 @@ func TestWebSocketClosedWhileNotFollowingTheLog(t *testing.T) {
 	w := v.ws("")
 	w.subscribe("a", "thread_id", "tA", "after", "now")
 	w.expect("subscribed", "a")
-	st.notify(false)
+	st.notify(store.FeedState{})
 	closed(w, 1)
 	closed(v.ws(""), 0)
-	st.notify(true)
+	st.notify(store.FeedState{Following: true})
 	w = v.ws("")
 	w.subscribe("b", "thread_id", "tA", "after", "now")
 	w.expect("subscribed", "b")

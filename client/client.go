@@ -141,19 +141,6 @@ func (c *Client) log(level slog.Level, msg string, args ...any) {
 	}
 }
 
-// retryMode says which failures of a REST call may be retried.
-type retryMode int
-
-const (
-	// retrySafe: the request may be repeated without harm (GET, DELETE,
-	// a POST with an idempotency key or a client-chosen id). Transport
-	// errors, 5xx and 429 are retried.
-	retrySafe retryMode = iota
-	// retryUnsent: a repeat could act twice, so only failures where the
-	// server did not act are retried: a refused connection, 503 and 429.
-	retryUnsent
-)
-
 // call is one REST request.
 type call struct {
 	op     string // for error messages: "create run"
@@ -162,17 +149,27 @@ type call struct {
 	query  url.Values
 	body   any
 	header http.Header
-	retry  retryMode
 	// valid, if set, says whether the decoded answer is the resource asked
 	// for (it has its id): JSON of another shape, such as another
 	// service's {"status":"ok"}, decodes without error into a zero value.
 	valid func() bool
+	// goneIsDone makes a not_found answer to a retry a success when an
+	// earlier try may have acted: a delete whose answer was lost (a 503,
+	// a dropped connection) but that was done finds nothing the second
+	// time.
+	goneIsDone bool
 }
 
 // do runs a REST call, with retries, and decodes a 2xx body into out
 // (unless out is nil). A non-2xx answer is returned as a *tether.Error, and
 // so is a 2xx whose body cannot be decoded as out (code protocol); a 2xx
 // whose body is cut short is a transport error.
+//
+// Every call is made safe to repeat (an id or an Idempotency-Key chosen
+// here, or a request the server knows again), so transport errors, 5xx
+// and 429 are retried: a failure may hide a write that landed (a 503 of
+// a write that timed out, a dropped connection), and guessing which
+// failures did not act lost nothing only as long as the guess held.
 func (c *Client) do(ctx context.Context, cl call, out any) error {
 	var body []byte
 	if cl.body != nil {
@@ -185,11 +182,16 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	if len(cl.query) > 0 {
 		u += "?" + cl.query.Encode()
 	}
+	acted := false // an earlier try may have been done by the server
 	for attempt := 0; ; attempt++ {
 		retry, wait, err := c.try(ctx, cl, u, body, out)
+		if err != nil && acted && cl.goneIsDone && tether.CodeOf(err) == tether.CodeNotFound {
+			return nil
+		}
 		if err == nil || !retry || attempt == maxRetries || ctx.Err() != nil {
 			return err
 		}
+		acted = acted || mayHaveActed(err)
 		d := max(c.backoff(attempt), min(wait, c.max))
 		c.log(slog.LevelWarn, "tether: retrying", "op", cl.op, "err", err, "delay", d)
 		if err := sleep(ctx, d); err != nil {
@@ -221,13 +223,12 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 		if tether.CodeOf(err) == CodeTokenUnavailable {
 			return false, 0, fmt.Errorf("%s: %w", cl.op, err)
 		}
-		return cl.retry == retrySafe || notSent(err), 0, fmt.Errorf("%s: %w", cl.op, err)
+		return true, 0, fmt.Errorf("%s: %w", cl.op, err)
 	}
 	defer drain(resp.Body)
 	if resp.StatusCode/100 != 2 {
 		s := resp.StatusCode
-		retry := s == http.StatusServiceUnavailable || s == http.StatusTooManyRequests ||
-			(cl.retry == retrySafe && s >= 500)
+		retry := s == http.StatusTooManyRequests || s >= 500
 		return retry, retryAfter(resp), responseError(resp)
 	}
 	if out == nil {
@@ -240,7 +241,7 @@ func (c *Client) try(ctx context.Context, cl call, u string, body []byte, out an
 	// would be the same again.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return cl.retry == retrySafe, 0, fmt.Errorf("%s: read the answer: %w", cl.op, err)
+		return true, 0, fmt.Errorf("%s: read the answer: %w", cl.op, err)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return false, 0, badAnswer(cl.op, resp, err)
@@ -291,6 +292,13 @@ func (c *Client) send(req *http.Request) (*http.Response, string, error) {
 		c.tokens.expired(tok)
 		c.log(slog.LevelDebug, "tether: the token expired; sending again with a fresh one", "path", req.URL.Path)
 	}
+}
+
+// mayHaveActed reports whether the server may have done a request that
+// failed: anything but a request never sent and a 429 (answered before
+// anything is done, protocol §9).
+func mayHaveActed(err error) bool {
+	return !notSent(err) && tether.CodeOf(err) != tether.CodeRateLimited
 }
 
 // notSent reports whether a request failed before it could reach the

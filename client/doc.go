@@ -147,12 +147,19 @@
 //     otherwise); it does not run while the consumer holds an update, so a
 //     slow consumer is not taken for a dead server, but the server may end
 //     a stream whose consumer is too slow, and the client resumes it.
-//   - CreateThread without an id and SubmitInput are retried only when
-//     the server cannot have acted (a refused connection, 503, 429): a
-//     retry after the request reached the server could act twice. The other
-//     calls are idempotent (CreateRun through its Idempotency-Key) and are
-//     also retried after transport errors (an answer cut short by a dropped
-//     connection too) and other 5xx answers.
+//   - Every REST call is retried after transport errors (an answer cut
+//     short by a dropped connection too), 5xx and 429 answers, because
+//     each is safe to repeat: a 503 may be a write that landed whose
+//     outcome the server could not learn (docs/protocol.md §1), and a
+//     dropped connection may hide one. CreateThread without an id names
+//     the thread itself (a create-if-absent); CreateRun sends an
+//     Idempotency-Key; the server knows a repeat of the same answer to a
+//     run's request (SubmitInput) for the answer it took, and a run never
+//     asks again under an answered request id; a cancel changes nothing
+//     the second time; and a DeleteThread retried after such a failure
+//     that finds no thread returns nil (the first try may have deleted
+//     it). A server older than this client answers a repeated answer 409
+//     conflict.
 //   - The default HTTP client has no timeout, since streams are long: bound
 //     REST calls with the context.
 //   - A token that the token function returns and the server then finds

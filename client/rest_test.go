@@ -52,12 +52,13 @@ func TestCreateThreadNoID(t *testing.T) {
 		}
 		writeJSON(w, http.StatusCreated, threadJSON)
 	})
-	// Without an id, a 500 may have created the thread: no retry.
-	if _, err := c.CreateThread(context.Background(), "", nil); tether.CodeOf(err) != tether.CodeInternal {
+	// Without an id, the client names the thread, so that the retry after
+	// a 500 (which may have created it) is a create-if-absent.
+	if _, err := c.CreateThread(context.Background(), "", nil); err != nil {
 		t.Fatalf("err = %v", err)
 	}
 	reqs := rec.all()
-	if len(reqs) != 1 || reqs[0].Body != `{}` {
+	if len(reqs) != 2 || reqs[0].Body != reqs[1].Body || !strings.HasPrefix(reqs[0].Body, `{"id":"thr_`) {
 		t.Fatalf("requests = %+v", reqs)
 	}
 }
@@ -275,16 +276,22 @@ func TestSubmitInput(t *testing.T) {
 	}
 }
 
-// A 500 after an input may mean it was taken: retrying would get a 409.
-func TestSubmitInputNotRetriedOn500(t *testing.T) {
+// A 500 after an input may mean it was taken: it is sent again, the same,
+// which the server knows for the answer it took.
+func TestSubmitInputRetriedOn500(t *testing.T) {
 	c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusInternalServerError, `{"error":{"code":"internal","message":"oops"}}`)
+		if n == 1 {
+			writeJSON(w, http.StatusInternalServerError, `{"error":{"code":"internal","message":"oops"}}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
 	})
-	if err := c.SubmitInput(context.Background(), "r1", "q1", "x"); tether.CodeOf(err) != tether.CodeInternal {
+	if err := c.SubmitInput(context.Background(), "r1", "q1", "x"); err != nil {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(rec.all()); n != 1 {
-		t.Errorf("%d requests, want 1", n)
+	reqs := rec.all()
+	if len(reqs) != 2 || reqs[0].Body != reqs[1].Body {
+		t.Errorf("requests = %+v, want the same one twice", reqs)
 	}
 }
 
@@ -461,10 +468,10 @@ func cutShort(w http.ResponseWriter, body string) {
 }
 
 // A 2xx answer cut short by a dropped connection is a transport failure,
-// not an answer: a call that is safe to repeat (a GET, a thread with its
-// id, a run with its Idempotency-Key) is retried as after any transport
-// error, and one that is not (a thread without an id) is not, and fails
-// with the transport's error, not a code of the server.
+// not an answer: every call is safe to repeat (a GET, a thread with the id
+// the client chose, a run with its Idempotency-Key) and is retried as
+// after any transport error; when the retries are spent it fails with the
+// transport's error, not a code of the server.
 func TestCutShortAnswerRetried(t *testing.T) {
 	t.Run("get", func(t *testing.T) {
 		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) {
@@ -517,14 +524,15 @@ func TestCutShortAnswerRetried(t *testing.T) {
 			t.Errorf("%d requests, want %d", n, 1+maxRetries)
 		}
 	})
-	t.Run("not safe to repeat", func(t *testing.T) {
+	t.Run("thread without an id", func(t *testing.T) {
 		c, rec := serve(t, func(n int, s seen, w http.ResponseWriter, r *http.Request) { cutShort(w, threadJSON) })
 		_, err := c.CreateThread(context.Background(), "", nil)
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("err = %v, want unexpected EOF", err)
 		}
-		if n := len(rec.all()); n != 1 {
-			t.Errorf("%d requests, want 1", n)
+		reqs := rec.all()
+		if len(reqs) != 1+maxRetries || reqs[0].Body != reqs[maxRetries].Body {
+			t.Errorf("%d requests, want %d of the same thread id", len(reqs), 1+maxRetries)
 		}
 	})
 }

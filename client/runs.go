@@ -48,7 +48,6 @@ func (c *Client) CreateRun(ctx context.Context, threadID string, req RunRequest)
 		path:   "/v1/threads/" + escape(threadID) + "/runs",
 		body:   body,
 		header: http.Header{"Idempotency-Key": {key}},
-		retry:  retrySafe,
 		valid:  func() bool { return run.ID != "" },
 	}, &run)
 	return run, err
@@ -86,13 +85,16 @@ func (c *Client) CancelRun(ctx context.Context, runID string) (tether.Run, error
 
 // SubmitInput answers the request a waiting run made (run.waiting) with
 // value, encoded as JSON (POST /v1/runs/{rid}/input). It returns a conflict
-// error if the run is not waiting on that request. It is retried only when
-// the server cannot have taken the input, since a second answer would be
-// refused.
+// error if the run is not waiting on that request and did not take this
+// same answer to it. Transport errors, 5xx and 429 answers are retried like
+// CreateRun's: the server knows a repeat of an answer it took (the same
+// request id, the same value) for that answer, and a run never asks again
+// under a request id it had answered, so a retry never answers another
+// question.
 func (c *Client) SubmitInput(ctx context.Context, runID, requestID string, value any) error {
 	body := struct {
 		RequestID string `json:"request_id"`
 		Value     any    `json:"value"`
 	}{requestID, value}
-	return c.do(ctx, call{op: "submit input", method: http.MethodPost, path: "/v1/runs/" + escape(runID) + "/input", body: body, retry: retryUnsent}, nil)
+	return c.do(ctx, call{op: "submit input", method: http.MethodPost, path: "/v1/runs/" + escape(runID) + "/input", body: body}, nil)
 }

@@ -9,25 +9,23 @@ import (
 	tether "github.com/tetherhq/tether"
 )
 
-// CreateThread creates a thread (POST /v1/threads). An empty id lets the
-// server name it. metadata is encoded as JSON; nil sends none. Creating a
-// thread that exists with the same metadata returns it; with other
-// metadata it returns a conflict error.
-//
-// With an id, a call that failed on the way (a transport error, a 5xx) is
-// retried; without one it is retried only when the server cannot have
-// created the thread, so that no duplicate is made.
+// CreateThread creates a thread (POST /v1/threads). An empty id makes a
+// new one (thr_ and 26 characters, as the server's), chosen by the client
+// so that the request is a create-if-absent: a retry after a failure that
+// may hide a creation (a transport error, a 5xx) returns the thread it
+// made, never a second one. metadata is encoded as JSON; nil sends none.
+// Creating a thread that exists with the same metadata returns it; with
+// other metadata it returns a conflict error.
 func (c *Client) CreateThread(ctx context.Context, id string, metadata any) (tether.Thread, error) {
+	if id == "" {
+		id = tether.NewID("thr_")
+	}
 	body := struct {
-		ID       string `json:"id,omitempty"`
+		ID       string `json:"id"`
 		Metadata any    `json:"metadata,omitempty"`
 	}{id, metadata}
-	mode := retrySafe
-	if id == "" {
-		mode = retryUnsent
-	}
 	var th tether.Thread
-	err := c.do(ctx, call{op: "create thread", method: http.MethodPost, path: "/v1/threads", body: body, retry: mode,
+	err := c.do(ctx, call{op: "create thread", method: http.MethodPost, path: "/v1/threads", body: body,
 		valid: func() bool { return th.ID != "" }}, &th)
 	return th, err
 }
@@ -80,9 +78,11 @@ func (c *Client) Threads(ctx context.Context, q ThreadQuery) (threads []tether.T
 }
 
 // DeleteThread deletes a thread and its log (DELETE /v1/threads/{id}). It
-// returns a not_found error for an unknown thread.
+// returns a not_found error for an unknown thread, but when a try whose
+// outcome is unknown (a 5xx, a dropped connection) came first: the delete
+// may have been done then, so a retry that finds no thread returns nil.
 func (c *Client) DeleteThread(ctx context.Context, id string) error {
-	return c.do(ctx, call{op: "delete thread", method: http.MethodDelete, path: "/v1/threads/" + escape(id)}, nil)
+	return c.do(ctx, call{op: "delete thread", method: http.MethodDelete, path: "/v1/threads/" + escape(id), goneIsDone: true}, nil)
 }
 
 // FinalAnswer returns the text of the last assistant message of the

@@ -66,6 +66,9 @@ type nodeOptions struct {
 	// SubscribeTimeout is api.Options.SubscribeTimeout; defaults to its
 	// default (5s).
 	SubscribeTimeout time.Duration
+	// TombstoneTTL is natsstore.Options.TombstoneTTL; defaults to its
+	// default (24h).
+	TombstoneTTL time.Duration
 }
 
 // startNode starts node id on js; it stops when the test ends.
@@ -96,7 +99,7 @@ func startNode(t testing.TB, js *jetStream, id string, o nodeOptions) *node {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := natsstore.Open(ctx, natsstore.Options{URL: o.URL, Stream: stream, Subject: subject, Replicas: o.Replicas,
-		Node: id, Logger: log, Timeout: o.StoreTimeout})
+		Node: id, Logger: log, Timeout: o.StoreTimeout, TombstoneTTL: o.TombstoneTTL})
 	if err != nil {
 		t.Fatalf("node %s: open store: %v", id, err)
 	}

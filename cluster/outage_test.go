@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/agents/demo"
 	"github.com/tetherhq/tether/store/natsstore/natstest"
 )
 
@@ -95,5 +97,54 @@ func TestSSEStartsWhileNATSDown(t *testing.T) {
 			f, err := st.next()
 			return err == nil && f.Event == "connected"
 		})
+	}
+}
+
+// TestDemoRunRidesOutNATSOutage: one node on one NATS server (R1), the
+// demo agent streaming a run in-process. Mid-run the server goes down,
+// until the node has failed to store some of the run's events, and comes
+// back. The run goes on and ends done, with the demo's whole answer once:
+// the appends whose outcome was unknown were sent again with their
+// producer sequence, and those the stream had stored after all were not
+// stored twice. The run ended error (agent_error, "The agent failed.") at
+// the first append the store could not take.
+func TestDemoRunRidesOutNATSOutage(t *testing.T) {
+	srv := natstest.StartServer(t)
+	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
+	a := startNode(t, js, "a", nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second, LeaseTTL: time.Minute})
+	a.createThread(t, "t1")
+	opts := demo.Options{Tokens: 300, DelayMs: 10}
+	run := a.demoRun(t, "t1", "Who holds a run up?", `{"tokens":300,"delay_ms":10}`)
+	eventually(t, 30*time.Second, "the answer streaming", func() bool {
+		n := 0
+		for _, e := range a.readLog(t, "/v1/threads/t1/events") {
+			if e.Type == tether.EventTextDelta {
+				n++
+			}
+		}
+		return n >= 10
+	})
+	failed := a.e.Counters().CommitErrors.Load()
+	natstest.Stop(srv)
+	eventually(t, 30*time.Second, "a commit failed", func() bool { return a.e.Counters().CommitErrors.Load() > failed })
+	js.srvs[0] = natstest.Restart(t, srv)
+	r := a.waitRun(t, run.ID, 90*time.Second, "ended", func(r tether.Run) bool { return r.Status.Terminal() })
+	if r.Status != tether.RunDone {
+		t.Fatalf("run %s %+v, want done", r.Status, r.Error)
+	}
+	var deltas []string
+	finished := 0
+	for _, e := range a.readLog(t, "/v1/threads/t1/events") {
+		switch e.Type {
+		case tether.EventTextDelta:
+			deltas = append(deltas, e.Delta)
+		case tether.EventRunFinished:
+			finished++
+		}
+	}
+	want := demo.Script("Who holds a run up?", opts).Text
+	if got := strings.Join(deltas, ""); got != strings.Join(want, " ") || len(deltas) != len(want) || finished != 1 {
+		t.Fatalf("the log holds %d text deltas and %d run.finished, want %d and 1; text\n%s\nwant\n%s",
+			len(deltas), finished, len(want), got, strings.Join(want, " "))
 	}
 }

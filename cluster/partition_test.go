@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store/natsstore/natstest"
 )
@@ -247,4 +250,51 @@ func TestStreamsEndWhileNodeCutOff(t *testing.T) {
 		sameSequence(t, "b's stream once it is back", evs, want)
 		return true
 	})
+}
+
+// TestDeleteUnheardAfterLongCutOff: node b is cut off from NATS while a
+// thread it holds in memory is deleted through node a, and stays cut off
+// until the deletion's tombstone has left the log (its TTL is 2s here, a
+// day by default), so b cannot hear of it. Once b follows the log again
+// it answers 404 for the thread, as a does: after a cut-off that long it
+// forgets the threads it held and loads them from the store again. It
+// served the deleted thread from memory.
+func TestDeleteUnheardAfterLongCutOff(t *testing.T) {
+	srv := natstest.StartServer(t)
+	js := &jetStream{srvs: []*server.Server{srv}, urls: srv.ClientURL()}
+	o := nodeOptions{Replicas: 1, StoreTimeout: 2 * time.Second, TombstoneTTL: 2 * time.Second}
+	a := startNode(t, js, "a", o)
+	proxy := startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	o.URL = "nats://" + proxy.addr
+	b := startNode(t, js, "b", o)
+
+	a.createThread(t, "t1")
+	b.mustCall(t, "GET", "/v1/threads/t1", nil, http.StatusOK, nil) // b holds t1
+	proxy.setCut(true)
+	eventually(t, 30*time.Second, "node b to stop following the log", func() bool { return !b.e.Following() })
+	a.mustCall(t, "DELETE", "/v1/threads/t1", nil, http.StatusNoContent, nil)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	jsc, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := names(t)
+	eventually(t, 30*time.Second, "the log to be empty (the tombstone expired)", func() bool {
+		s, err := jsc.Stream(t.Context(), stream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	})
+	proxy.setCut(false)
+	eventually(t, 30*time.Second, "node b to follow the log again", b.e.Following)
+	status, body, _, err := b.call(t.Context(), "GET", "/v1/threads/t1", nil)
+	if err != nil || status != http.StatusNotFound {
+		t.Fatalf("node b answers %d %v for the thread deleted while it was cut off: %.200s", status, err, body)
+	}
 }

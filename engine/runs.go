@@ -318,28 +318,66 @@ func (e *Engine) CancelRun(ctx context.Context, runID string) (tether.Run, error
 }
 
 // SubmitInput answers the open request of a waiting run: it appends
-// run.input and the run goes on.
+// run.input and the run goes on. The same answer to a request the run
+// already took (a client's repeat of a request whose outcome it could not
+// learn) changes nothing and returns the run as it is; another answer to
+// it, or an answer to a request the run does not wait on, is a conflict.
 func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value json.RawMessage) (tether.Run, error) {
-	t, err := e.threadOfRun(ctx, runID)
-	if err != nil {
-		return tether.Run{}, err
-	}
 	if len(value) == 0 {
 		value = json.RawMessage("null")
 	}
-	_, err = e.update(ctx, t, func(p *planner) error {
-		r, ok := p.run(runID)
-		if !ok {
-			return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
+	for {
+		t, err := e.threadOfRun(ctx, runID)
+		if err != nil {
+			return tether.Run{}, err
 		}
-		if r.Status != tether.RunWaiting || r.Request == nil || r.Request.ID != requestID {
+		repeat := false
+		_, err = e.update(ctx, t, func(p *planner) error {
+			repeat = false
+			r, ok := p.run(runID)
+			if !ok {
+				return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
+			}
+			if r.Status == tether.RunWaiting && r.Request != nil && r.Request.ID == requestID {
+				return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
+			}
+			switch answered, same := p.tx.Answered(runID, requestID, value); {
+			case same:
+				repeat = true
+				return nil
+			case answered:
+				return tether.Errorf(tether.CodeConflict, "request %q of run %s was answered with another value", clip.ID(requestID), runID)
+			}
 			return tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", runID, clip.ID(requestID))
+		})
+		if err != nil {
+			return tether.Run{}, err
 		}
-		return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
-	})
-	if err != nil {
-		return tether.Run{}, err
+		if !repeat || e.committedAnswer(t, runID, requestID, value) {
+			r, _ := e.committedRun(t, runID)
+			return r, nil
+		}
+		// The answer found is still being committed (its first try timed
+		// out): answer once it is, or, if its commit failed, take this
+		// one. A repeat is never answered for an answer not in the log.
+		idle := make(chan struct{})
+		go func() {
+			t.waitIdle() // ends with the thread's flush
+			close(idle)
+		}()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return tether.Run{}, ctx.Err()
+		}
 	}
-	r, _ := e.committedRun(t, runID)
-	return r, nil
+}
+
+// committedAnswer reports whether the run took value for requestID in a
+// committed event.
+func (e *Engine) committedAnswer(t *thread, runID, requestID string, value json.RawMessage) bool {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	_, same := t.state.Machine().Answered(runID, requestID, value)
+	return same
 }

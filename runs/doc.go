@@ -14,7 +14,8 @@
 // of the batch pass or the Tx is dropped. [WorkerEvent] checks first what a
 // worker may send at all, and [WorkerRules] what it may send in the state
 // the Tx sees (after a cancel request only cancelled ends the run; the
-// run's input messages are not the worker's to change). These two bind
+// run's input messages are not the worker's to change; a request id
+// answered in the run is not asked again). These two bind
 // workers only, never the fold: a log holding what they refuse still
 // folds. Their vectors are in testdata/worker.
 //
@@ -76,6 +77,9 @@
 //     running. The run (and the thread) is waiting on the request.
 //   - run.input: request_id required; the run is waiting on that request
 //     (conflict otherwise). The run is running again; value is any JSON.
+//     The machine keeps each answered request's id and a digest of its
+//     value ([Machine.Answered]), so that the engine knows a client's
+//     repeat of an answer for the answer it already took.
 //   - custom: name required. No effect on the state.
 //   - state.snapshot: state required (any JSON value; null counts as
 //     present); the run is running or waiting (conflict otherwise). The

@@ -15,10 +15,12 @@ import (
 // The binary encoding of a State, for checkpoints: a State saved as of an
 // offset and loaded again instead of folding the log up to it.
 //
-// Layout (version 2): the version byte, then the thread (id, metadata,
+// Layout (version 3): the version byte, then the thread (id, metadata,
 // created_at), the time of the last event, the offset, the status of the
 // last run to finish, the thread's state (a byte string, nil for null);
-// the runs in creation order; the messages in creation
+// the runs in creation order, each followed by its answered requests
+// (a count, then each request's id and the 32 bytes of its answer's
+// digest; version 2 has none); the messages in creation
 // order, each with what the machine knows of it and its content; the ends
 // (offsets at which runs and messages finished), sorted by key. Strings
 // and byte strings are a uvarint length and the bytes; a byte string that
@@ -34,7 +36,7 @@ import (
 // or of what a State holds, takes a new version: a decoder refuses
 // versions it does not know (ErrStateVersion), and its caller folds the
 // log instead.
-const stateVersion = 2
+const stateVersion = 3
 
 // MarshalBinary encodes the State (see AppendBinary).
 func (s *State) MarshalBinary() ([]byte, error) {
@@ -44,11 +46,17 @@ func (s *State) MarshalBinary() ([]byte, error) {
 // AppendBinary appends the State's encoding to b. DecodeState reads it
 // back. It fails only if the State breaks its own invariants.
 func (s *State) AppendBinary(b []byte) ([]byte, error) {
+	return s.appendVersion(b, stateVersion)
+}
+
+// appendVersion appends the encoding of a version from 2 on (what an
+// older version lacks is left out), for the tests of older checkpoints.
+func (s *State) appendVersion(b []byte, version byte) ([]byte, error) {
 	m := s.m
 	if len(m.order) != len(m.runs) || len(m.msgs) != len(s.msgs) || m.threadID != s.thread.ID {
 		return nil, fmt.Errorf("runs: encode state: %d runs in order of %d, %d messages of %d", len(m.order), len(m.runs), len(s.msgs), len(m.msgs))
 	}
-	b = append(b, stateVersion)
+	b = append(b, version)
 	b = appendString(b, s.thread.ID)
 	b = appendBytes(b, s.thread.Metadata)
 	b = appendTime(b, s.thread.CreatedAt)
@@ -59,7 +67,16 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 
 	b = binary.AppendUvarint(b, uint64(len(m.order)))
 	for _, id := range m.order {
-		b = appendRun(b, &m.runs[id].run)
+		r := m.runs[id]
+		b = appendRun(b, &r.run)
+		if version < 3 {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(r.answers)))
+		for _, a := range r.answers {
+			b = appendString(b, a.requestID)
+			b = append(b, a.sum[:]...)
+		}
 	}
 
 	b = binary.AppendUvarint(b, uint64(len(s.msgs)))
@@ -195,7 +212,7 @@ func DecodeState(data []byte) (*State, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrStateCorrupt)
 	}
-	if data[0] != stateVersion && data[0] != 1 {
+	if data[0] > stateVersion || data[0] == 0 {
 		return nil, fmt.Errorf("%w: version %d", ErrStateVersion, data[0])
 	}
 	d := &decoder{b: data[1:], version: data[0]}
@@ -368,7 +385,14 @@ func (d *decoder) state() *State {
 			d.fail("run %q: empty or repeated id", clip.String(r.ID, 40))
 			return nil
 		}
-		m.runs[r.ID] = &runState{run: r}
+		rs := &runState{run: r}
+		if d.version >= 3 {
+			rs.answers = d.answers()
+			if d.err != nil {
+				return nil
+			}
+		}
+		m.runs[r.ID] = rs
 		m.order = append(m.order, r.ID)
 		switch {
 		case r.Status == tether.RunPending:
@@ -423,6 +447,23 @@ func (d *decoder) state() *State {
 		s.ends[k] = off
 	}
 	return s
+}
+
+// answers reads a run's answered requests (version 3).
+func (d *decoder) answers() []answer {
+	n := d.count(1 + len(answer{}.sum))
+	if n == 0 {
+		return nil
+	}
+	out := make([]answer, n)
+	for i := range out {
+		out[i].requestID = d.string()
+		copy(out[i].sum[:], d.raw(uint64(len(out[i].sum))))
+		if d.err == nil && out[i].requestID == "" {
+			d.fail("an answer without a request id")
+		}
+	}
+	return out
 }
 
 func (d *decoder) run() tether.Run {

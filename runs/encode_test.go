@@ -157,37 +157,55 @@ func TestDecodedStateSharesNothingWritable(t *testing.T) {
 }
 
 // A checkpoint of version 1, written before threads had state, is read
-// as a state that is null: version 2 without it.
-func TestDecodeStateVersion1(t *testing.T) {
+// as a state that is null: version 2 without it. One of version 2,
+// written before runs kept their answers, is read with none.
+func TestDecodeStateVersions1And2(t *testing.T) {
 	for name, s := range vectorStates(t) {
-		if s.m.state != nil {
-			continue
-		}
-		enc, err := s.MarshalBinary()
+		v2, err := s.appendVersion(nil, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What version 2 cannot hold.
+		want := s.Clone()
+		for _, r := range want.m.runs {
+			r.answers = nil
+		}
+		encWant, err := want.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := DecodeState(v2)
+		if err != nil {
+			t.Fatalf("%s: version 2: %v", name, err)
+		}
+		sameState(t, name+" (version 2)", d, want)
+		if again, _ := d.MarshalBinary(); !bytes.Equal(again, encWant) {
+			t.Fatalf("%s: a version 2 state encodes differently as version %d", name, stateVersion)
+		}
+		if s.m.state != nil {
+			continue
+		}
 		// Version 2 writes the null state as one 0 byte right after the
 		// status of the last run to finish; version 1 has nothing there.
-		pre := []byte{stateVersion}
+		pre := []byte{2}
 		pre = appendString(pre, s.thread.ID)
 		pre = appendBytes(pre, s.thread.Metadata)
 		pre = appendTime(pre, s.thread.CreatedAt)
 		pre = appendTime(pre, s.updated)
 		pre = appendString(pre, string(s.offset))
 		pre = appendString(pre, string(s.m.th.last))
-		if !bytes.HasPrefix(enc, pre) || enc[len(pre)] != 0 {
+		if !bytes.HasPrefix(v2, pre) || v2[len(pre)] != 0 {
 			t.Fatalf("%s: the encoding does not start as expected", name)
 		}
-		v1 := append([]byte{1}, enc[1:len(pre)]...)
-		v1 = append(v1, enc[len(pre)+1:]...)
-		d, err := DecodeState(v1)
+		v1 := append([]byte{1}, v2[1:len(pre)]...)
+		v1 = append(v1, v2[len(pre)+1:]...)
+		d, err = DecodeState(v1)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		sameState(t, name, d, s)
-		if again, _ := d.MarshalBinary(); !bytes.Equal(again, enc) {
-			t.Fatalf("%s: a version 1 state encodes differently as version 2", name)
+		sameState(t, name, d, want)
+		if again, _ := d.MarshalBinary(); !bytes.Equal(again, encWant) {
+			t.Fatalf("%s: a version 1 state encodes differently as version %d", name, stateVersion)
 		}
 	}
 }
@@ -198,7 +216,7 @@ func TestDecodeStateRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []byte{0, 3, 255} {
+	for _, v := range []byte{0, stateVersion + 1, 255} {
 		bad := append([]byte{v}, enc[1:]...)
 		if _, err := DecodeState(bad); !errors.Is(err, ErrStateVersion) {
 			t.Errorf("version %d: %v, want ErrStateVersion", v, err)
@@ -294,7 +312,7 @@ func TestStateEncodingFields(t *testing.T) {
 		fields int
 	}{
 		{tether.Run{}, 15}, {tether.InputMessage{}, 4}, {tether.Request{}, 3}, {tether.ErrorInfo{}, 2},
-		{State{}, 9}, {Machine{}, 7 + 1}, {runState{}, 2}, {msgState{}, 7 + 3}, {toolState{}, 2}, {threadState{}, 4},
+		{State{}, 9}, {Machine{}, 7 + 1}, {runState{}, 3}, {msgState{}, 7 + 3}, {toolState{}, 2}, {threadState{}, 4},
 		{content{}, 3 + 3}, {part{}, 3}, {extra{}, 7},
 	} {
 		typ := reflect.TypeOf(c.v)

@@ -151,7 +151,7 @@ func dump(m *Machine) string {
 	for _, id := range ids {
 		r := m.runs[id]
 		j, _ := json.Marshal(r.run)
-		fmt.Fprintf(&b, "run %s %s running=%v\n", id, j, r.running)
+		fmt.Fprintf(&b, "run %s %s running=%v answers=%x\n", id, j, r.running, r.answers)
 	}
 	ids = ids[:0]
 	for id := range m.msgs {

@@ -39,6 +39,9 @@ type Machine struct {
 type runState struct {
 	run     tether.Run
 	running []string
+	// answers are the run's requests answered so far, in order; shared
+	// by copies, never changed in place (withAnswer).
+	answers []answer
 }
 
 // msgState is what the state machine knows of a message. Copies share

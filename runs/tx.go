@@ -441,6 +441,7 @@ func (tx *Tx) runInput(e *tether.Event, r *runState) error {
 	}
 	r = tx.ownRun(e.RunID, r)
 	r.run.Status, r.run.Request = tether.RunRunning, nil
+	r.answers = withAnswer(r.answers, e.RequestID, e.Value)
 	tx.th.waiting = false
 	return nil
 }

@@ -41,8 +41,18 @@ func WorkerEvent(e *tether.Event, runID string) error {
 //     had ready (protocol §4, Cancel).
 //   - message.updated may not touch the run's input messages (bad_request):
 //     they are the user's words, not the worker's.
+//   - run.waiting may not ask under the id of a request of the run that
+//     was answered (conflict): a client that repeats an answer whose
+//     outcome it could not learn would answer the new request with it
+//     (protocol §4, Input).
 func WorkerRules(tx *Tx, e *tether.Event) error {
 	switch e.Type {
+	case tether.EventRunWaiting:
+		if e.Request != nil {
+			if answered, _ := tx.Answered(e.RunID, e.Request.ID, nil); answered {
+				return conflict("request %s of run %s was asked and answered before: ask under a new id", q(e.Request.ID), e.RunID)
+			}
+		}
 	case tether.EventRunFinished:
 		r, ok := tx.Run(e.RunID)
 		if ok && !r.CancelRequestedAt.IsZero() && !r.Status.Terminal() && e.Status != string(tether.RunCancelled) {

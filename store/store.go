@@ -47,11 +47,23 @@ type Delivery interface {
 // the log, the node hears of no commit, another node's or its own, and
 // what it serves from memory falls behind without a sign.
 type Feed interface {
-	// SetFeedNotify sets the function called with false once the node has
-	// not been able to follow the log for the store's request timeout, and
-	// with true once it follows it again. Calls are in order, never
-	// concurrent, and only on a change.
-	SetFeedNotify(fn func(following bool))
+	// SetFeedNotify sets the function called with Following false once
+	// the node has not been able to follow the log for the store's request
+	// timeout, and with Following true once it follows it again. Calls are
+	// in order, never concurrent, and only on a change.
+	SetFeedNotify(fn func(FeedState))
+}
+
+// FeedState is what a Feed reports of the node's feed of the log.
+type FeedState struct {
+	// Following says whether the node follows the log.
+	Following bool
+	// Forget, with Following, says the node was cut off from the log for
+	// so long that the log may no longer hold all it missed (natsstore: a
+	// deleted thread's tombstone, kept for a day): it may not have heard
+	// of a deletion, so what it holds in memory of threads must be read
+	// from the store again.
+	Forget bool
 }
 
 // Store is a durable set of thread logs and their metadata. All methods are

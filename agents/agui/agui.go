@@ -224,10 +224,11 @@ func (a *Agent) stream(ctx context.Context, s *agents.Session, m *mapping.Mapper
 				// the upstream sent.
 				return fail(CodeUpstreamError, "The AG-UI agent sent an event Tether could not store ("+string(tether.CodeOf(err))+").", err)
 			}
-			// The store did not take them (unavailable, failed): not the
-			// upstream's doing. Whether they landed is unknown, so they
-			// are not sent again; the run ends, and its run.finished is
-			// sent again until the store takes it (agents/runner).
+			// The store did not take them, though the transport sent
+			// them again while it could (agents/runner: while the lease
+			// lasts; it then ends ctx): not the upstream's doing. Whether
+			// they landed is unknown; the run ends, and the transport
+			// sends them again before its run.finished.
 			return fail(CodeStoreError, "Tether could not store the run's events ("+string(tether.CodeOf(err))+"); the run was stopped.", err)
 		}
 	}

@@ -21,8 +21,9 @@ const (
 	// What was streamed stays in the run.
 	CodeUpstreamDisconnected = "upstream_disconnected"
 	// CodeStoreError: Tether could not store the run's events (its store
-	// was unavailable or failed, not because of what the upstream sent).
-	// The run stops; what was stored stays in it.
+	// failed, not because of what the upstream sent), though it tried
+	// again while it could: a store unavailable for a moment holds the
+	// run up instead. The run stops; what was stored stays in it.
 	CodeStoreError = "store_error"
 )
 

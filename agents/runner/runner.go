@@ -11,16 +11,19 @@
 // The runner follows each run through a subscription of the engine, the same
 // way a remote worker follows it over HTTP, so an in-process agent sees
 // input and cancel requests only once they are committed.
+//
+// A run's appends are a producer's, as a worker's are (transport.go): an
+// append the store could not take (unavailable) is sent again until it
+// lands, once, while the lease lasts. Meanwhile the agent's Emit does not
+// return: a store outage holds its run up, and one longer than the lease
+// stops it.
 package runner
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -28,7 +31,6 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/engine"
-	"github.com/tetherhq/tether/hub"
 )
 
 // Options configure a Runner.
@@ -200,11 +202,11 @@ func (r *Runner) execute(c *engine.Claim) {
 	ctx, cancel := context.WithCancelCause(r.runCtx)
 	defer cancel(nil)
 
-	tr := &transport{e: r.e, runID: run.ID, token: c.Lease.Token, log: log}
+	tr := newTransport(r.e, c, log, cancel)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); tr.follow(ctx, c.Offset, cancel) }()
-	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3, cancel) }()
+	go func() { defer wg.Done(); tr.follow(ctx, c.Offset) }()
+	go func() { defer wg.Done(); tr.heartbeat(ctx, r.e.LeaseTTL()/3) }()
 
 	s := agents.NewSession(run, c.Messages, tr)
 	s.State = c.State
@@ -226,228 +228,35 @@ func (r *Runner) execute(c *engine.Claim) {
 // conclude finishes a run as its agent returned (agents.Session.Conclude),
 // or makes sure of the run.finished the agent sent.
 //
-// A run.finished whose append failed without being refused (the store
-// unavailable, a try that timed out) may or may not be in the log: it is
-// sent again, less often, for as long as the lease lasts (its heartbeats
-// go on meanwhile). A run left open would wait for its lease to run out
-// and end worker_lost, however its agent ended. A try that was committed
-// after all makes the next one conflict (nothing is taken after a
-// run.finished, and an append is all or nothing), which ends the
-// retries: the run has its one run.finished. So does a status the run
-// may no longer end with (a cancel came meanwhile: the server ends it
-// cancelled), and Shutdown, having ended the run.
+// The transport sends an append whose outcome is unknown again, with its
+// sequence number, for as long as the lease lasts (its heartbeats go on
+// meanwhile while the agent returned of itself), so a run.finished in
+// doubt lands once or is refused. Refused, it never landed and the run is
+// still open: a cancel came before it was sent again (done and error are
+// then refused, and Conclude ends the run cancelled), or its batch was
+// bad (it ends error), as the Go worker does; else the run would wait out
+// the cancel grace or its lease. A run left open would wait for its lease
+// to run out and end worker_lost, however its agent ended. Shutdown ends
+// the tries, having ended the run.
 func (r *Runner) conclude(log *slog.Logger, s *agents.Session, tr *transport, agentErr error, cancelled bool) {
-	ctx, cancel := context.WithTimeout(r.runCtx, r.e.LeaseTTL())
-	defer cancel()
-	pause := time.Duration(0)
-	for {
-		tctx, tcancel := context.WithTimeout(ctx, finishTimeout)
-		var err error
-		if s.Finished() {
-			err = tr.resend(tctx)
-			if agents.Refused(err) {
-				// It never landed and the run is still open: a cancel
-				// came before it was sent again (done and error are then
-				// refused: Conclude ends it cancelled), or its batch was
-				// bad (it ends error). As the Go worker does; else the
-				// run waits out the cancel grace or its lease.
-				err = agents.NewSession(s.Run, nil, tr).Conclude(tctx, cmp.Or(agentErr, err), cancelled)
-			}
-		} else {
-			err = s.Conclude(tctx, agentErr, cancelled)
+	ctx := r.runCtx
+	var err error
+	if s.Finished() {
+		err = tr.flush(ctx)
+		if agents.Refused(err) {
+			err = agents.NewSession(s.Run, nil, tr).Conclude(ctx, cmp.Or(agentErr, err), cancelled)
 		}
-		tcancel()
-		code := tether.CodeOf(err)
-		if err == nil || code == tether.CodeConflict {
-			return
-		}
-		again := code == tether.CodeUnavailable && !errors.Is(err, engine.ErrClosed) ||
-			errors.Is(err, context.DeadlineExceeded)
-		if !again || ctx.Err() != nil {
-			log.Warn("finish run", "err", err)
-			return
-		}
-		pause = nextPause(pause)
-		log.Warn("finish run", "err", err, "retry_in", pause)
-		if !sleep(ctx, pause) {
-			log.Warn("finish run: gave up", "err", err)
-			return
-		}
+	} else {
+		err = s.Conclude(ctx, agentErr, cancelled)
+	}
+	if err != nil && tether.CodeOf(err) != tether.CodeConflict {
+		log.Warn("finish run", "err", err)
 	}
 }
-
-// finishTimeout bounds one try to finish a run.
-const finishTimeout = 10 * time.Second
 
 var (
 	errCancelRequested = errors.New("cancel requested")
 	errRunEnded        = errors.New("run ended")
-	errLeaseLost       = errors.New("lease lost")
+	errLeaseLost       = tether.Errorf(tether.CodeLeaseLost, "the run's lease was lost")
 	errRunOver         = errors.New("agent returned")
 )
-
-// transport is a Session's way to the engine for an in-process run.
-type transport struct {
-	e     *engine.Engine
-	runID string
-	token string
-	log   *slog.Logger
-
-	answers agents.Answers
-
-	mu sync.Mutex
-	// unsure is the last append that held run.finished, while its
-	// outcome is unknown (it failed, but was not refused): resend sends
-	// it again.
-	unsure []*tether.Event
-}
-
-func (t *transport) Append(ctx context.Context, evs []*tether.Event) (bool, error) {
-	var sent []*tether.Event // evs as given: the engine sets fields of what it appends
-	finishes := slices.ContainsFunc(evs, func(ev *tether.Event) bool { return ev.Type == tether.EventRunFinished })
-	if finishes {
-		sent = make([]*tether.Event, len(evs))
-		for i, ev := range evs {
-			c := *ev
-			sent[i] = &c
-		}
-	}
-	res, err := t.e.Append(ctx, t.runID, t.token, evs)
-	if finishes {
-		t.mu.Lock()
-		switch {
-		case agents.Refused(err):
-			// Not in the log, and the session knows the run is still
-			// open.
-		case err != nil:
-			t.unsure = sent
-		default:
-			t.unsure = nil
-		}
-		t.mu.Unlock()
-	}
-	if err != nil {
-		return false, err
-	}
-	return res.CancelRequested, nil
-}
-
-// resend sends again the append that finished the run if its outcome is
-// unknown.
-func (t *transport) resend(ctx context.Context) error {
-	t.mu.Lock()
-	evs := t.unsure
-	t.mu.Unlock()
-	if evs == nil {
-		return nil
-	}
-	_, err := t.Append(ctx, evs)
-	return err
-}
-
-func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
-	return t.answers.Wait(ctx, requestID)
-}
-
-// follow reads the run's events after offset after: input goes to
-// WaitInput, a cancel request or the end of the run stops the agent.
-//
-// The agent runs while this follows, and nothing it follows is missed
-// for a pause: a subscription that cannot start (the store unavailable
-// for a moment) or breaks is made again from the last event read, at
-// once if it was cut as too slow (an agent that emits faster than this
-// reads), else after a pause that grows. Only the end of the run, of its
-// thread or of the engine stops the agent from here: a run stopped
-// otherwise would stay open, its runner gone, until its lease ran out.
-func (t *transport) follow(ctx context.Context, after tether.Offset, stop context.CancelCauseFunc) {
-	var sub *engine.Subscription
-	defer func() {
-		if sub != nil {
-			sub.Close()
-		}
-	}()
-	pause := time.Duration(0)
-	for ctx.Err() == nil {
-		if sub == nil {
-			var err error
-			sub, err = t.e.Subscribe(ctx, engine.SubscribeRequest{RunID: t.runID, Cursor: after})
-			if err != nil {
-				sub = nil
-				if ctx.Err() != nil {
-					return
-				}
-				if runGone(err) {
-					stop(errRunEnded)
-					return
-				}
-				pause = nextPause(pause)
-				t.log.Warn("follow run", "err", err, "retry_in", pause)
-				sleep(ctx, pause)
-				continue
-			}
-		}
-		recs, err := sub.Next(ctx)
-		if err != nil {
-			sub.Close()
-			sub = nil
-			switch {
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, hub.ErrSlow):
-				continue
-			case runGone(err):
-				stop(errRunEnded)
-				return
-			}
-			pause = nextPause(pause)
-			t.log.Warn("follow run", "err", err, "retry_in", pause)
-			sleep(ctx, pause)
-			continue
-		}
-		pause = 0
-		if len(recs) > 0 {
-			after = recs[len(recs)-1].Offset
-		}
-		for _, rec := range recs {
-			switch rec.Type {
-			case tether.EventRunCancelRequested:
-				stop(errCancelRequested)
-			case tether.EventRunFinished:
-				stop(errRunEnded)
-			case tether.EventRunInput:
-				ev, err := rec.Decode()
-				if err != nil {
-					continue
-				}
-				t.answers.Put(ev.RequestID, ev.Value)
-			}
-		}
-	}
-}
-
-// runGone reports whether a follower's error means there is no run left
-// to follow: it ended (io.EOF), its thread was deleted (hub.ErrClosed,
-// not_found) or the engine is closing (whose shutdown ends the run).
-func runGone(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, hub.ErrClosed) || errors.Is(err, engine.ErrClosed) ||
-		tether.CodeOf(err) == tether.CodeNotFound
-}
-
-// heartbeat keeps the lease alive while the agent runs.
-func (t *transport) heartbeat(ctx context.Context, every time.Duration, stop context.CancelCauseFunc) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			_, err := t.e.Heartbeat(ctx, t.runID, engine.Holder{Token: t.token})
-			switch tether.CodeOf(err) {
-			case tether.CodeLeaseLost, tether.CodeConflict, tether.CodeNotFound:
-				stop(errLeaseLost)
-				return
-			}
-		}
-	}
-}

@@ -89,12 +89,14 @@ class Blocking:
 
 
 FAULT_BODY = {"error": {"code": "unavailable", "message": "injected"}}
+LANDED_BODY = {"error": {"code": "unavailable", "message": "the request timed out; its outcome is unknown, retry it"}}
 
 
 class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Passes requests to the real server, but injects a fault into the next request matching each
     ``(method, path suffix, fault)`` injected, in order: ``lose``, the server acts and its answer
-    is lost (as a cut connection would lose it); ``busy``, a 503 with ``Retry-After: 0`` instead of
+    is lost (as a cut connection would lose it); ``landed``, the server acts and its answer is a
+    503 ``unavailable`` (a write that landed whose outcome the server could not learn); ``busy``, a 503 with ``Retry-After: 0`` instead of
     the server's answer; ``limited``, a 429 with ``Retry-After: 1`` (``limited 12``: with that); ``cut``, a stream that ends
     right after its ``connected`` frame; ``lease_lost``, a 410 ``lease_lost``; ``page``, a 200 with a proxy's HTML page (``page 405``: with
     that status); ``empty``, a 200 with no body.
@@ -147,9 +149,11 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if instead is not None:
             return instead
         resp = self.sync.handle_request(request)
-        if fault == "lose":
+        if fault in ("lose", "landed"):
             resp.read()
             resp.close()
+            if fault == "landed":
+                return httpx.Response(503, json=LANDED_BODY)
             raise httpx.ReadError("the answer was lost", request=request)
         return resp
 
@@ -159,9 +163,11 @@ class Faults(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if instead is not None:
             return instead
         resp = await self.aio.handle_async_request(request)
-        if fault == "lose":
+        if fault in ("lose", "landed"):
             await resp.aread()
             await resp.aclose()
+            if fault == "landed":
+                return httpx.Response(503, json=LANDED_BODY)
             raise httpx.ReadError("the answer was lost", request=request)
         return resp
 

@@ -8,6 +8,8 @@ same way for :class:`tether.Client` and :class:`tether.AsyncClient`.
 from __future__ import annotations
 
 import json
+import secrets
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, Optional, Sequence, TypeVar, Union
@@ -17,11 +19,6 @@ import httpx
 
 from .errors import PROTOCOL, TetherError
 from .types import JSON, Agent, FinalAnswer, Run, RunSnapshot, Snapshot, Thread, ThreadPage
-
-SAFE = "safe"
-"""The request may be repeated without harm: transport errors, 5xx and 429 are retried."""
-UNSENT = "unsent"
-"""A repeat could act twice: only failures where the server did not act are retried (503, 429, no connection)."""
 
 MAX_RETRIES = 4
 """How many times a REST call is retried after its first try."""
@@ -46,7 +43,9 @@ class Call(Generic[T]):
     body: Any = None
     params: Optional[dict[str, str]] = None
     headers: dict[str, str] = field(default_factory=dict)
-    retry: str = SAFE
+    gone_is_done: bool = False
+    """A ``not_found`` answer to a retry, after a try the server may have done (a 5xx, a dropped
+    connection), is the call's success: a delete done by that try finds nothing the second time."""
 
     def read(self, r: httpx.Response) -> T:
         """The result of a 2xx answer: its JSON, typed (``parse(None)`` for a call that expects no body).
@@ -69,15 +68,32 @@ def seg(s: str) -> str:
     return quote(s, safe="")
 
 
-def retryable(status: int, mode: str) -> bool:
-    if status in (503, 429):
-        return True
-    return mode == SAFE and (status >= 500 or status == 408)
+def retryable(status: int) -> bool:
+    """An answer that a repeat may change: 5xx, 408, 429.
+
+    Every call is made safe to repeat (an id or an ``Idempotency-Key`` chosen here, or a request
+    the server knows again), so a failure that may hide a write that landed (a 503 of a write that
+    timed out, a dropped connection) is retried like any other.
+    """
+    return status >= 500 or status in (408, 429)
 
 
-def retryable_transport(exc: BaseException, mode: str) -> bool:
-    """A transport error: retried if the request is safe to repeat, or certainly never left."""
-    return mode == SAFE or isinstance(exc, httpx.ConnectError)
+def may_have_acted(exc: BaseException) -> bool:
+    """Whether the server may have done a request that failed so: anything but a connection
+    never made and a 429 (answered before anything is done)."""
+    if isinstance(exc, httpx.ConnectError):
+        return False
+    return not (isinstance(exc, TetherError) and exc.status == 429)
+
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+
+
+def new_id(prefix: str) -> str:
+    """A new id as the server makes them: ``prefix``, then 48 bits of milliseconds and 80 random
+    bits in 26 lowercase base32 digits, so that ids sort by creation time."""
+    v = (int(time.time() * 1000) & (1 << 48) - 1) << 80 | secrets.randbits(80)
+    return prefix + "".join(_ID_ALPHABET[(v >> 5 * i) & 31] for i in range(25, -1, -1))
 
 
 def retry_after(headers: Mapping[str, str]) -> float:
@@ -101,13 +117,12 @@ def user_input(prompt: Prompt) -> dict[str, Any]:
 
 
 def create_thread(id: Optional[str], metadata: Optional[Mapping[str, Any]]) -> Call[Thread]:
-    body: dict[str, Any] = {}
-    if id is not None:
-        body["id"] = id
+    # The client names a new thread, so that a retry (after a failure that may hide the creation)
+    # is a create-if-absent: it returns the thread the first try made, never a second one.
+    body: dict[str, Any] = {"id": id or new_id("thr_")}
     if metadata is not None:
         body["metadata"] = dict(metadata)
-    # Without an id a repeat would make a second thread: retry only what never reached the server.
-    return Call("create thread", "POST", "/v1/threads", Thread.from_json, body=body, retry=SAFE if id else UNSENT)
+    return Call("create thread", "POST", "/v1/threads", Thread.from_json, body=body)
 
 
 def list_threads(status: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Call[ThreadPage]:
@@ -125,7 +140,7 @@ def snapshot(thread_id: str) -> Call[Snapshot]:
 
 
 def delete_thread(thread_id: str) -> Call[None]:
-    return Call("delete thread", "DELETE", "/v1/threads/" + seg(thread_id), _none)
+    return Call("delete thread", "DELETE", "/v1/threads/" + seg(thread_id), _none, gone_is_done=True)
 
 
 def create_run(
@@ -157,8 +172,9 @@ def cancel(run_id: str) -> Call[Run]:
 
 
 def submit_input(run_id: str, request_id: str, value: JSON) -> Call[Run]:
-    # A second answer would be refused: retry only what the server cannot have taken.
-    return Call("submit input", "POST", "/v1/runs/" + seg(run_id) + "/input", Run.from_json, body={"request_id": request_id, "value": value}, retry=UNSENT)
+    # The server knows a repeat of the answer it took (the same request id and value) for that
+    # answer, and a run never asks again under an answered id: a retry never answers twice.
+    return Call("submit input", "POST", "/v1/runs/" + seg(run_id) + "/input", Run.from_json, body={"request_id": request_id, "value": value})
 
 
 def final_answer(thread_id: str, run_id: Optional[str]) -> Call[FinalAnswer]:
@@ -178,4 +194,4 @@ def declare_agent(name: str) -> Call[Agent]:
 
 
 def forget_agent(name: str) -> Call[None]:
-    return Call("remove agent", "DELETE", "/v1/agents/" + seg(name), _none)
+    return Call("remove agent", "DELETE", "/v1/agents/" + seg(name), _none, gone_is_done=True)

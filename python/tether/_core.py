@@ -25,7 +25,7 @@ from ._api import Call, T
 from ._follow import Follower, Outcome, StateCallback, backoff
 from ._sse import FrameTooLarge, SSEParser
 from ._token import TokenKeeper, TokenSource, auth_header, is_token_expired
-from .errors import CONFLICT, PROTOCOL, TOO_LARGE, StreamError, TetherError
+from .errors import CONFLICT, NOT_FOUND, PROTOCOL, TOO_LARGE, StreamError, TetherError
 from .types import JSON, Event, Run, RunSnapshot, Snapshot, Thread
 
 
@@ -192,19 +192,24 @@ class ClientCore:
     def _rest(self, c: Call[T]) -> Plan[T]:
         """A REST call: sent, retried with backoff where its ``retry`` allows, its answer read."""
         req = self._request(c.method, c.path, _api.encode(c.body) if c.body is not None else None, c.headers, c.params)
+        acted = False  # an earlier try may have been done by the server
         for attempt in range(_api.MAX_RETRIES + 1):
             answer: Optional[httpx.Response] = None
             try:
                 r, _ = yield from self._send(req)
             except httpx.TransportError as e:
-                if attempt == _api.MAX_RETRIES or not _api.retryable_transport(e, c.retry):
+                if attempt == _api.MAX_RETRIES:
                     raise
+                acted = acted or _api.may_have_acted(e)
             else:
                 if r.status_code // 100 == 2:
                     return c.read(r)
                 err = TetherError.from_response(r.status_code, r.content, r.headers)
-                if attempt == _api.MAX_RETRIES or not _api.retryable(r.status_code, c.retry):
+                if acted and c.gone_is_done and err.code == NOT_FOUND:
+                    return c.parse(None)
+                if attempt == _api.MAX_RETRIES or not _api.retryable(r.status_code):
                     raise err
+                acted = acted or _api.may_have_acted(err)
                 answer = r
             yield Sleep(self._retry_delay(attempt, answer))
         raise AssertionError("unreachable")
@@ -294,7 +299,7 @@ class ClientCore:
             resp, o.token = yield from self._send(Send("GET", self.base_url + path, headers, timeout=stream_timeout(f.read_timeout), stream=True))
             if resp.status_code != 200:
                 err = TetherError.from_response(resp.status_code, resp.content, resp.headers)
-                o.error, o.fatal, o.answer = err, not _api.retryable(resp.status_code, _api.SAFE), resp
+                o.error, o.fatal, o.answer = err, not _api.retryable(resp.status_code), resp
                 return
             ctype = resp.headers.get("content-type", "").split(";")[0].strip()
             if ctype != "text/event-stream":

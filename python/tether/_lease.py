@@ -244,7 +244,7 @@ class RunTransport:
                     if r.status_code != 204:
                         self.renewed = time.monotonic()
                     return r
-                if not _api.retryable(r.status_code, _api.SAFE):
+                if not _api.retryable(r.status_code):
                     return r
                 err = TetherError.from_response(r.status_code, r.content, r.headers)
                 answer = r

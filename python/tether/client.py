@@ -27,9 +27,12 @@ class Client(ClientCore):
 
     ``Client("http://127.0.0.1:8080", token="...")``. REST calls that fail
     on the way (a transport error, 5xx, 429) are retried up to 4 times with
-    backoff when repeating them is safe; :meth:`create_run` sends one
-    ``Idempotency-Key`` for all its tries, so a retry never starts a second
-    run. Subscriptions resume by themselves after any drop, from the last
+    backoff, each being safe to repeat (a 503 or a dropped connection may
+    hide a write that landed): :meth:`create_thread` names a new thread
+    itself, :meth:`create_run` sends one ``Idempotency-Key`` for all its
+    tries, the server knows a repeat of :meth:`submit_input`'s answer for
+    the answer it took, and a :meth:`delete_thread` retried after such a
+    failure that finds nothing returns. Subscriptions resume by themselves after any drop, from the last
     offset they yielded. Errors of the server raise :class:`TetherError`
     with its stable ``code``.
 
@@ -123,7 +126,8 @@ class Client(ClientCore):
     # -- REST
 
     def create_thread(self, id: Optional[str] = None, *, metadata: Optional[Mapping[str, Any]] = None) -> Thread:
-        """Creates a thread (the server names it unless ``id`` is given); the same id and metadata again return it."""
+        """Creates a thread (named ``thr_…`` by the client unless ``id`` is given, so that a retry is a
+        create-if-absent); the same id and metadata again return it."""
         return self._run(self._rest(_api.create_thread(id, metadata)))
 
     def list_threads(self, *, status: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> ThreadPage:
@@ -139,7 +143,8 @@ class Client(ClientCore):
         return self._run(self._rest(_api.snapshot(thread_id)))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Deletes a thread, its log and its runs."""
+        """Deletes a thread, its log and its runs; ``not_found`` for no thread, but when a retry after a try
+        whose outcome is unknown (a 5xx, a dropped connection) finds none: that try may have deleted it."""
         self._run(self._rest(_api.delete_thread(thread_id)))
 
     def create_run(
@@ -174,7 +179,11 @@ class Client(ClientCore):
         """Answers what a waiting run asks (its ``run.waiting`` request).
 
         Without ``request_id`` the run's open request is looked up; a run that
-        waits for nothing raises a ``conflict`` :class:`TetherError`.
+        waits for nothing raises a ``conflict`` :class:`TetherError`. A retry
+        sends the same answer to the same request, which the server takes for
+        the answer it already took, if it did. To repeat a call yourself after
+        an error, pass the ``request_id`` it answered: without one, the run may
+        be waiting on its next request by then, which this answer would answer.
         """
         return self._run(self._submit_input(run_id, value, request_id))
 
@@ -191,7 +200,8 @@ class Client(ClientCore):
         return self._run(self._rest(_api.declare_agent(name)))
 
     def forget_agent(self, name: str) -> None:
-        """Removes a declaration made with :meth:`declare_agent` (admin)."""
+        """Removes a declaration made with :meth:`declare_agent` (admin); a retry after a try whose
+        outcome is unknown that finds none returns."""
         self._run(self._rest(_api.forget_agent(name)))
 
     # -- streams

@@ -87,7 +87,7 @@ func (s *Store) apply(ctx context.Context, id string, m *logMsg) error {
 			}
 			var ttl time.Duration
 			if next.Del {
-				ttl = tombstoneTTL
+				ttl = s.opts.TombstoneTTL
 			}
 			newRev, err := s.kvPut(ctx, key, val, rev, ttl)
 			if errors.Is(err, errCAS) {
@@ -183,7 +183,7 @@ func (s *Store) writeRows(ctx context.Context, id string, m *logMsg) error {
 		})
 		do(activeKey(r.id), func(cur []byte) ([]byte, time.Duration, error) {
 			if r.terminal {
-				return tombstone(m.seq)
+				return s.tombstone(m.seq)
 			}
 			rr, err := runRowOf(cur)
 			if err != nil {

@@ -19,7 +19,7 @@ import (
 // the thread's commits, and a commit racing it fails); then the rows of the
 // thread are deleted and its log purged up to the tombstone.
 //
-// The tombstone itself stays in the log for tombstoneTTL: a node whose
+// The tombstone itself stays in the log for Options.TombstoneTTL: a node whose
 // consumer of the log resumes after the purge (it was cut off from NATS,
 // or its consumer was recreated after missed heartbeats) gets the log from
 // where it stopped minus what was purged, and the tombstone is how it hears
@@ -69,7 +69,7 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 		}
 		msgID := nuid.Next()
 		s.ownDeletes.Store(msgID, struct{}{})
-		ack, err := s.publish(context.Background(), subject, body, int64(st.seq), msgID, tombstoneTTL)
+		ack, err := s.publish(context.Background(), subject, body, int64(st.seq), msgID, s.opts.TombstoneTTL)
 		var seq uint64
 		if err == nil {
 			seq = ack.Sequence
@@ -155,7 +155,7 @@ func (s *Store) cleanup(ctx context.Context, id string, del uint64) error {
 				if cur == nil || (ours != nil && !ours(cur)) {
 					return nil, 0, nil
 				}
-				return tombstone(del)
+				return s.tombstone(del)
 			})
 			if err != nil {
 				mu.Lock()

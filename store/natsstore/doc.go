@@ -88,10 +88,13 @@
 // DeleteThread publishes a tombstone message on the thread's subject, like
 // a batch (a commit racing it fails its expected sequence), then tombstones
 // the thread's rows and purges the subject up to the tombstone. The
-// tombstone stays for a day (a per-message TTL): a node that was not
-// following the log when it was published (cut off from NATS) resumes
-// after the purge and still hears of the deletion. A later Create starts a
-// new incarnation, with offsets above every old one.
+// tombstone stays for a day (Options.TombstoneTTL, a per-message TTL): a
+// node that was not following the log when it was published (cut off from
+// NATS) resumes after the purge and still hears of the deletion. A node
+// cut off for half of that or longer may not: once back, it reports
+// store.FeedState.Forget, and the engine reads every thread from the
+// store again. A later Create starts a new incarnation, with offsets
+// above every old one.
 //
 // The repairer: all nodes pull from one durable consumer of the log (each
 // makes it again if it is deleted) and

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tetherhq/tether/store"
 )
 
 // The node's feed of the log (notify.go) is how it hears of every commit,
@@ -17,15 +19,24 @@ import (
 // been broken for Options.Timeout, the function SetFeedNotify set is told
 // (the engine ends its streams, which resume on a node that follows the
 // log), and told again once the feed works.
+//
+// A deleted thread's tombstone stays in the log for Options.TombstoneTTL;
+// a node that follows the log again after a cut-off that long would not
+// hear of the deletion, and would serve the thread from memory. So a
+// cut-off of half of it or more (the other half covers the time the node
+// took to notice the cut, and its catch-up on what it missed) is reported
+// with Forget: the engine then reads every thread from the store again.
 
 // feed tracks whether the node follows the log.
 type feed struct {
 	timeout time.Duration
+	forget  time.Duration // a cut-off this long is reported with Forget
 
 	mu       sync.Mutex
-	fn       func(following bool)
-	conn     bool // the connection is down
-	consumer bool // the consumer cannot be made again
+	fn       func(store.FeedState)
+	conn     bool      // the connection is down
+	consumer bool      // the consumer cannot be made again
+	since    time.Time // when it broke, on the wall clock
 	gen      uint64
 	timer    *time.Timer
 	lost     bool // reported to fn
@@ -43,6 +54,9 @@ func (f *feed) update(change func()) {
 	switch {
 	case f.closed:
 	case broken && !was:
+		// The wall clock: a monotonic one may stand still while the
+		// machine sleeps, and tombstones expire meanwhile.
+		f.since = time.Now().Round(0)
 		f.gen++
 		gen := f.gen
 		f.timer = time.AfterFunc(f.timeout, func() { f.expire(gen) })
@@ -54,7 +68,7 @@ func (f *feed) update(change func()) {
 		if f.lost {
 			f.lost = false
 			if f.fn != nil {
-				f.fn(true)
+				f.fn(store.FeedState{Following: true, Forget: time.Now().Round(0).Sub(f.since) >= f.forget})
 			}
 		}
 	}
@@ -70,7 +84,7 @@ func (f *feed) expire(gen uint64) {
 	}
 	f.lost = true
 	if f.fn != nil {
-		f.fn(false)
+		f.fn(store.FeedState{})
 	}
 }
 
@@ -86,12 +100,12 @@ func (f *feed) close() {
 }
 
 // SetFeedNotify implements store.Feed.
-func (s *Store) SetFeedNotify(fn func(following bool)) {
+func (s *Store) SetFeedNotify(fn func(store.FeedState)) {
 	s.feed.mu.Lock()
 	defer s.feed.mu.Unlock()
 	s.feed.fn = fn
 	if fn != nil && s.feed.lost {
-		fn(false)
+		fn(store.FeedState{})
 	}
 }
 

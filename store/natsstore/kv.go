@@ -30,7 +30,7 @@ import (
 // its thread it belongs to (inc: the thread's Create message). A row is only
 // ever replaced by a row of a later message (compare-and-set on the key's
 // revision), so writers of different batches can race in any order; a
-// deletion writes a tombstone that expires after tombstoneTTL.
+// deletion writes a tombstone that expires after Options.TombstoneTTL.
 
 type rowMeta struct {
 	Seq uint64 `json:"seq"`
@@ -212,9 +212,9 @@ func (s *Store) putNewer(ctx context.Context, key string, seq uint64, build func
 }
 
 // tombstone is the value that deletes a row written before seq.
-func tombstone(seq uint64) ([]byte, time.Duration, error) {
+func (s *Store) tombstone(seq uint64) ([]byte, time.Duration, error) {
 	b, err := json.Marshal(rowMeta{Seq: seq, Del: true})
-	return b, tombstoneTTL, err
+	return b, s.opts.TombstoneTTL, err
 }
 
 // threadRow reads a thread's row, nil if there is none.

@@ -50,6 +50,15 @@ type Options struct {
 	// before the repairer checks that its metadata was written (normally
 	// its committer did that before its Commit returned). Defaults to 5s.
 	RepairDelay time.Duration
+	// TombstoneTTL is how long a deleted thread's tombstone stays in the
+	// log, and its rows' in the bucket: a node that does not follow the
+	// log when a thread is deleted (cut off from NATS) hears of the
+	// deletion from its tombstone when it follows the log again, and a
+	// late writer of an older batch cannot bring a deleted row back. A
+	// node cut off for half of it or longer may have missed a tombstone:
+	// once it follows the log again, it says so (store.FeedState.Forget).
+	// Defaults to 24h.
+	TombstoneTTL time.Duration
 	// NoRepair keeps this node from running the repairer (see doc.go).
 	// At least one node sharing the stream must run it. Defaults to false.
 	NoRepair bool
@@ -67,12 +76,13 @@ const (
 	defaultRepairDelay = 5 * time.Second
 	// maxCachedThreads bounds the per-node cache of thread states.
 	maxCachedThreads = 1 << 16
-	// tombstoneTTL is how long the bucket keeps the tombstone of a deleted
-	// row, which stops a late writer of an older batch from bringing the row
-	// back, and how long the log keeps a deleted thread's tombstone message,
-	// which tells a node that did not follow the log when it was published
-	// (cut off from NATS, its consumer recreated) of the deletion.
-	tombstoneTTL = 24 * time.Hour
+	// defaultTombstoneTTL is the default Options.TombstoneTTL: how long the
+	// bucket keeps the tombstone of a deleted row, which stops a late
+	// writer of an older batch from bringing the row back, and how long
+	// the log keeps a deleted thread's tombstone message, which tells a
+	// node that did not follow the log when it was published (cut off
+	// from NATS, its consumer recreated) of the deletion.
+	defaultTombstoneTTL = 24 * time.Hour
 )
 
 // Store is a store.Store on NATS JetStream. Create it with Open.
@@ -177,6 +187,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.RepairDelay <= 0 {
 		opts.RepairDelay = defaultRepairDelay
 	}
+	if opts.TombstoneTTL <= 0 {
+		opts.TombstoneTTL = defaultTombstoneTTL
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -186,7 +199,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{opts: opts, log: opts.Logger, threads: make(map[string]*entry), pending: make(map[string]*pendingCommit),
 		logName: opts.Stream, metaName: "KV_" + opts.Bucket, subject: opts.Subject + ".", kvSubject: "$KV." + opts.Bucket + ".",
 		dispatchDone: make(chan struct{}), repairDone: make(chan struct{}), stop: make(chan struct{}),
-		hints: make(map[string]kvHint), feed: feed{timeout: opts.Timeout}, watchDone: make(chan struct{})}
+		hints: make(map[string]kvHint), feed: feed{timeout: opts.Timeout, forget: opts.TombstoneTTL / 2}, watchDone: make(chan struct{})}
 	s.stopCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.open(ctx); err != nil {
 		s.cancel()

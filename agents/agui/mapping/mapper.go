@@ -39,6 +39,7 @@ type Mapper struct {
 	started bool // RUN_STARTED of the current stream seen
 	ended   bool // RUN_FINISHED or RUN_ERROR of the current stream seen
 	waiting *tether.Request
+	asked   map[string]bool // the run's request ids so far
 
 	ids   map[string]string // upstream message id → Tether message id
 	msgs  map[string]*message
@@ -65,6 +66,7 @@ func New(opts Options) *Mapper {
 		ids:   make(map[string]string),
 		msgs:  make(map[string]*message),
 		calls: make(map[string]*call),
+		asked: make(map[string]bool),
 		state: opts.State,
 		base:  opts.Sent,
 	}

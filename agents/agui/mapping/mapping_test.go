@@ -368,3 +368,24 @@ func TestMappingSameStateSnapshot(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s (%v)", got, want, err)
 	}
 }
+
+// An upstream that interrupts twice in a run under the same interrupt id
+// gets a request id of the run's own the second time: a run may not ask
+// again under a request id it had answered (the worker rules refuse it,
+// as a client's repeat of the first answer would answer the second).
+func TestMappingInterruptIDReused(t *testing.T) {
+	m := New(Options{RunID: "run1"})
+	interrupt := `{"type":"RUN_STARTED"}
+		{"type":"RUN_FINISHED","outcome":{"type":"interrupt","interrupts":[{"id":"ask","reason":"x"}]}}`
+	var ids []string
+	for range 2 {
+		if _, err := feed(m, interrupt); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.Waiting().ID)
+		m.Resume()
+	}
+	if ids[0] != "ask" || ids[1] == "ask" || !tether.ValidID(ids[1]) {
+		t.Fatalf("request ids %q: want ask, then one of the run's own", ids)
+	}
+}

@@ -49,9 +49,12 @@ func (m *Mapper) runFinished(data []byte, u *upstream) ([]*tether.Event, error) 
 			_ = json.Unmarshal(list[0], &one)
 			id = one.ID
 		}
-		if !tether.ValidID(id) {
+		// A run may not ask again under an id it asked before (the
+		// worker rules refuse it): an upstream may reuse its own.
+		if !tether.ValidID(id) || m.asked[id] {
 			id = m.newID("i")
 		}
+		m.asked[id] = true
 		payload, _ := json.Marshal(map[string]any{"interrupts": json.RawMessage(outcome.Interrupts)})
 		m.waiting = &tether.Request{ID: id, Kind: InterruptKind, Payload: payload}
 		return evs, nil

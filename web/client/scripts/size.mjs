@@ -29,9 +29,11 @@ const kb = (n) => `${(n / 1024).toFixed(1)} kB`;
 const core = await bundle(`export * from './src/index.ts';`);
 const all = await bundle(`export * from './src/index.ts'; export * from './src/react.ts';`);
 const ws = await bundle(`export * from './src/index.ts'; export * from './src/websocket.ts';`);
-// 17 kB: 15 until the thread state (JSON Patch, 3.4 kB) and token
-// refresh (1.8 kB) came into the core; scripts/test enforces it.
-const budget = 17 * 1024;
+// 18 kB: 15 until the thread state (JSON Patch, 3.4 kB) and token
+// refresh (1.8 kB) came into the core, 17 until REST writes were retried
+// safely (0.4 kB) and subscriptions learned to take a transport (0.3 kB);
+// scripts/test enforces it.
+const budget = 18 * 1024;
 console.log(`core (@tether/client):      ${kb(core.min)} minified, ${kb(core.gz)} gzipped (${core.gz} bytes; budget ${kb(budget)})`);
 console.log(`with React hooks (/react):  ${kb(all.min)} minified, ${kb(all.gz)} gzipped (hooks add ${all.gz - core.gz} bytes)`);
 console.log(`with WebSocket (/websocket): ${kb(ws.min)} minified, ${kb(ws.gz)} gzipped (the transport adds ${ws.gz - core.gz} bytes)`);

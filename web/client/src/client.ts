@@ -1,5 +1,6 @@
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { LiveRun, LiveThread, type FollowOptions } from './live.js';
+import { backoffDelay, defaultTimers, DEFAULT_MAX_BACKOFF_MS, type Timers } from './timing.js';
 import { TokenKeeper, errorCode, type TokenSource } from './token.js';
 import {
   SubscriptionImpl,
@@ -34,6 +35,19 @@ export interface TetherClientOptions extends ConnectionOptions {
   fetch?: typeof fetch;
   /** Extra headers for every request. */
   headers?: Record<string, string>;
+  /**
+   * How many times a REST write (create, cancel, input, delete) is retried,
+   * with {@link ConnectionOptions.backoff} (and no sooner than a
+   * `Retry-After`), after a failure that may hide a write that landed: no
+   * answer, 5xx, 408. Every write is safe to repeat: a
+   * new thread is named by the client, a run is created with an
+   * `Idempotency-Key`, the server takes the same answer to a run's request
+   * for the answer it took, and a delete retried after such a failure that
+   * finds nothing resolves. A 429, which did nothing, rejects at once with
+   * its `retryAfterMs`, for a page to say how long to wait. Defaults to 4;
+   * 0 sends each call once.
+   */
+  restRetries?: number;
   /**
    * How subscriptions reach the server. Defaults to SSE: one HTTP
    * connection per subscription. `webSocket()` from
@@ -94,6 +108,22 @@ function newKey(): string {
   if (c?.randomUUID) return c.randomUUID();
   return `k${Date.now().toString(36)}${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
 }
+
+const ID_ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lowercase
+
+/**
+ * A new id as the server makes them: `prefix`, then the time in
+ * milliseconds (10 base32 digits, so ids sort by time) and 80 random bits
+ * (16 digits).
+ */
+function newId(prefix: string): string {
+  let t = Date.now();
+  let out = '';
+  for (let i = 0; i < 10; i++, t = Math.floor(t / 32)) out = ID_ALPHABET[t % 32] + out;
+  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(16))) out += ID_ALPHABET[b & 31];
+  return prefix + out;
+}
+
 
 /**
  * TetherClient talks to a Tether server: REST helpers for threads, runs and
@@ -178,7 +208,51 @@ export class TetherClient implements Transport {
     this.tokens.get().catch(() => {});
   }
 
-  private async json<T>(method: string, path: string, body?: unknown, opts: RequestOptions & { headers?: Record<string, string> } = {}): Promise<T> {
+  /**
+   * A REST call, retried after failures a repeat may change (see
+   * {@link TetherClientOptions.restRetries}). With `goneIsDone`, a
+   * `not_found` answer to a retry after a try the server may have done is
+   * the call's success: a delete done by that try finds nothing.
+   */
+  private async json<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    opts: RequestOptions & { headers?: Record<string, string>; goneIsDone?: boolean } = {},
+  ): Promise<T> {
+    // Reads are left to their callers, which poll and reconcile anyway.
+    const retries = method === 'GET' ? 0 : (this.options.restRetries ?? 4);
+    const timers: Timers = this.options.timers ?? defaultTimers;
+    let acted = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once<T>(method, path, body, opts);
+      } catch (err) {
+        const e = toTetherError(err, opts.signal);
+        if (acted && opts.goneIsDone && e.code === 'not_found') return undefined as T;
+        // A token function that failed sent nothing, and a 429 did
+        // nothing: their caller decides (a page says how long to wait).
+        if (!e.retryable || e.code === 'token_unavailable' || e.status === 429 || attempt >= retries || opts.signal?.aborted) throw e;
+        acted = true; // no answer, or a 5xx: the server may have done it
+        const maxMs = this.options.backoff?.maxMs ?? DEFAULT_MAX_BACKOFF_MS;
+        const ms = Math.max(backoffDelay(attempt, this.options.backoff, () => timers.random()), Math.min(e.retryAfterMs ?? 0, maxMs));
+        await new Promise<void>((ok, fail) => {
+          const signal = opts.signal;
+          const onAbort = () => {
+            timers.clearTimeout(h);
+            fail(toTetherError(signal?.reason ?? new DOMException('aborted', 'AbortError'), signal));
+          };
+          const h = timers.setTimeout(() => {
+            signal?.removeEventListener('abort', onAbort);
+            ok();
+          }, ms);
+          signal?.addEventListener('abort', onAbort, { once: true });
+        });
+      }
+    }
+  }
+
+  private async once<T>(method: string, path: string, body?: unknown, opts: RequestOptions & { headers?: Record<string, string> } = {}): Promise<T> {
     const headers: Record<string, string> = { Accept: 'application/json', ...opts.headers };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const res = await this.request(path, {
@@ -210,9 +284,14 @@ export class TetherClient implements Transport {
     }
   }
 
-  /** Creates a thread (POST /v1/threads); with an id that exists with the same metadata, returns it. */
+  /**
+   * Creates a thread (POST /v1/threads); with an id that exists with the
+   * same metadata, returns it. Without an id the client names it (`thr_…`,
+   * {@link newId}), so that a retry is a create-if-absent, never a second
+   * thread.
+   */
   createThread(body: { id?: string; metadata?: JSONObject } = {}, opts?: RequestOptions): Promise<Thread> {
-    return this.json('POST', '/v1/threads', body, opts);
+    return this.json('POST', '/v1/threads', { ...body, id: body.id || newId('thr_') }, opts);
   }
 
   /** The thread's snapshot: thread, runs, messages and offset (GET /v1/threads/{tid}). */
@@ -230,9 +309,13 @@ export class TetherClient implements Transport {
     return this.json('GET', `/v1/threads${qs ? `?${qs}` : ''}`, undefined, opts);
   }
 
-  /** Deletes a thread, its log and runs (DELETE /v1/threads/{tid}). */
+  /**
+   * Deletes a thread, its log and runs (DELETE /v1/threads/{tid}). Rejects
+   * `not_found` for no thread, but resolves when a retry after a try whose
+   * outcome is unknown (a 5xx, no answer) finds none: that try deleted it.
+   */
   async deleteThread(threadId: string, opts?: RequestOptions): Promise<void> {
-    await this.json('DELETE', `/v1/threads/${enc(threadId)}`, undefined, opts);
+    await this.json('DELETE', `/v1/threads/${enc(threadId)}`, undefined, { ...opts, goneIsDone: true });
   }
 
   /** The final answer of the latest run, or of `runId` (GET /v1/threads/{tid}/final-answer). */
@@ -241,9 +324,13 @@ export class TetherClient implements Transport {
     return this.json('GET', `/v1/threads/${enc(threadId)}/final-answer${q}`, undefined, opts);
   }
 
-  /** Creates a run (POST /v1/threads/{tid}/runs). */
+  /**
+   * Creates a run (POST /v1/threads/{tid}/runs), with `idempotencyKey` or
+   * one made for this call as its `Idempotency-Key`, so that a retry never
+   * starts a second run.
+   */
   createRun(threadId: string, body: RunRequest = {}, opts: CreateRunOptions = {}): Promise<Run> {
-    const headers: Record<string, string> = opts.idempotencyKey ? { 'Idempotency-Key': opts.idempotencyKey } : {};
+    const headers: Record<string, string> = { 'Idempotency-Key': opts.idempotencyKey ?? newKey() };
     return this.json('POST', `/v1/threads/${enc(threadId)}/runs`, body, { ...opts, headers });
   }
 
@@ -258,7 +345,13 @@ export class TetherClient implements Transport {
     return this.json('POST', `/v1/runs/${enc(runId)}/cancel`, {}, opts);
   }
 
-  /** Answers the open request of a waiting run (POST /v1/runs/{rid}/input). */
+  /**
+   * Answers the open request of a waiting run (POST /v1/runs/{rid}/input).
+   * The server takes the same answer to the same request again for the
+   * answer it took (a retry after a lost answer resolves), and a run never
+   * asks again under an answered request id; another answer to an answered
+   * request rejects `conflict`.
+   */
   submitInput(runId: string, requestId: string, value: JSONValue, opts?: RequestOptions): Promise<Run> {
     return this.json('POST', `/v1/runs/${enc(runId)}/input`, { request_id: requestId, value }, opts);
   }

@@ -3,9 +3,19 @@ import { TetherClient } from '../src/client.js';
 import { TetherError } from '../src/errors.js';
 import { FakeFetch, errorResponse, json } from './helpers/fake.js';
 
-function setup(token?: string) {
+// Each call is sent once (restRetries: 0), so that its error is seen; the
+// retries have tests of their own.
+function setup(token?: string, restRetries = 0) {
   const ff = new FakeFetch();
-  const client = new TetherClient({ baseUrl: 'https://t.example/', fetch: ff.fetch, token, headers: { 'X-App': 'test' }, lifecycle: null });
+  const client = new TetherClient({
+    baseUrl: 'https://t.example/',
+    fetch: ff.fetch,
+    token,
+    headers: { 'X-App': 'test' },
+    lifecycle: null,
+    restRetries,
+    backoff: { initialMs: 1, maxMs: 2 },
+  });
   return { ff, client };
 }
 
@@ -101,6 +111,45 @@ describe('REST helpers', () => {
       const err = (await client.createRun('t1').catch((e: unknown) => e)) as TetherError;
       expect(err, `${status} ${header}`).toMatchObject({ code, status, retryAfterMs: want });
     }
+  });
+
+  it('retry a write after a failure that may hide it, with the same request: a thread the client names, a run with one key', async () => {
+    const { ff, client } = setup(undefined, 4);
+    ff.next(() => errorResponse(503, 'unavailable'));
+    ff.next(() => new TypeError('fetch failed'));
+    ff.next(() => json({ id: 'x' }, 201));
+    await client.createThread({ metadata: { a: 1 } });
+    ff.next(() => errorResponse(502, 'internal'));
+    ff.next(() => json({ id: 'r1' }, 201));
+    await client.createRun('t1', {});
+    const [t0, t1, t2, r0, r1] = ff.requests;
+    expect(t0!.body).toMatch(/^\{"metadata":\{"a":1\},"id":"thr_[0-9a-z]{26}"\}$/);
+    expect([t1!.body, t2!.body]).toEqual([t0!.body, t0!.body]);
+    expect(r0!.headers.get('idempotency-key')).toBeTruthy();
+    expect(r1!.headers.get('idempotency-key')).toBe(r0!.headers.get('idempotency-key'));
+    // Five 503s: the first try and four retries, then the error.
+    for (let i = 0; i < 5; i++) ff.next(() => errorResponse(503, 'unavailable'));
+    expect(await client.cancelRun('r1').catch((e: unknown) => e)).toMatchObject({ code: 'unavailable' });
+    expect(ff.requests).toHaveLength(10);
+    // A read is sent once: its caller polls.
+    ff.next(() => errorResponse(503, 'unavailable'));
+    expect(await client.getRun('r1').catch((e: unknown) => e)).toMatchObject({ code: 'unavailable', retryable: true });
+    expect(ff.requests).toHaveLength(11);
+    // An answer a repeat cannot change: at once.
+    ff.next(() => errorResponse(409, 'conflict'));
+    expect(await client.submitInput('r1', 'q1', 1).catch((e: unknown) => e)).toMatchObject({ code: 'conflict' });
+    expect(ff.requests).toHaveLength(12);
+  });
+
+  it('resolve a delete retried after a failure that may hide it, when the retry finds nothing', async () => {
+    const { ff, client } = setup(undefined, 4);
+    ff.next(() => errorResponse(503, 'unavailable'));
+    ff.next(() => errorResponse(404, 'not_found'));
+    await client.deleteThread('t1');
+    ff.next(() => errorResponse(429, 'rate_limited'));
+    expect(await client.deleteThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'rate_limited' }); // a 429 did nothing: for the caller
+    ff.next(() => errorResponse(404, 'not_found'));
+    expect(await client.deleteThread('t1').catch((e: unknown) => e)).toMatchObject({ code: 'not_found' });
   });
 
   it('refuse a subscription to nothing', () => {

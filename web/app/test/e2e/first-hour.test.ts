@@ -159,7 +159,8 @@ describe('first hour', () => {
     await context.setOffline(true);
     await page.getByTestId('composer-input').fill('Are you there?');
     await page.getByTestId('composer-input').press('Enter');
-    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 5000 }).toBe('Could not reach the server: check the connection, then try again.');
+    // Said once the client's own retries of the write are spent (four, with backoff).
+    await expect.poll(() => page.getByTestId('composer-error').textContent(), { timeout: 15_000 }).toBe('Could not reach the server: check the connection, then try again.');
     await context.setOffline(false);
     await page.getByTestId('composer-input').press('Enter');
     await page.waitForURL(/#\/t\/.+/);

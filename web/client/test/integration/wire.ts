@@ -8,7 +8,8 @@ export type Action =
   | { kind: 'fail' } // the request never reaches the server (network error)
   | { kind: 'hang' } // the request gets no answer until it is aborted
   | { kind: 'stall'; after: number } // deliver `after` bytes, then nothing, connection kept open
-  | { kind: 'rechunk'; sizes: number[] }; // the whole body, in chunks of these sizes (cycled)
+  | { kind: 'rechunk'; sizes: number[] } // the whole body, in chunks of these sizes (cycled)
+  | { kind: 'landed' }; // the server does the request, but its answer is a 503 unavailable (a write whose outcome was lost)
 
 export interface Rule {
   /** Which requests: method and URL. */
@@ -60,6 +61,13 @@ export class Wire {
       });
     }
     const res = await this.base(input, init);
+    if (action.kind === 'landed') {
+      await res.arrayBuffer().catch(() => {});
+      return new Response(JSON.stringify({ error: { code: 'unavailable', message: 'the request timed out; its outcome is unknown, retry it' } }), {
+        status: 503,
+        headers: { 'content-type': 'application/json' },
+      });
+    }
     if (!res.body || action.kind === 'pass' || action.kind === 'hang') return this.track(res, res.body);
     return this.track(res, this.wrap(res.body, action, signal));
   };
