@@ -131,7 +131,11 @@ type Plan struct {
 type Answer struct {
 	RunID     string
 	RequestID string
-	Value     json.RawMessage
+	// CallID, for an approval sent again (RequestID empty), is the tool
+	// call it answers: its request is the last of the run's that asked
+	// the call's approval.
+	CallID string
+	Value  json.RawMessage
 }
 
 // PlanChat decides what a chat request does to a thread (snap, nil for a
@@ -319,11 +323,13 @@ func approvalAnswer(part InPart, id string) json.RawMessage {
 }
 
 // repeatedAnswer finds, in a message sent again (its POST's answer was
-// lost), the answer it gave: the last output set on a request part of a
-// run that no longer waits, whose UI message it is (named by the run
-// while it had no assistant message yet). Whether the run took that
-// answer is the engine's to say (SubmitInput: the same answer to an
-// answered request is that answer; anything else a conflict).
+// lost), the answer it gave: the last output set on a request part, or
+// approval answered on a call's part (the request that asked it is then
+// found in the run's log: Answer.CallID), of a run that no longer waits,
+// whose UI message it is (named by the run while it had no assistant
+// message yet). Whether the run took that answer is the engine's to say
+// (SubmitInput: the same answer to an answered request is that answer;
+// anything else a conflict).
 func repeatedAnswer(last InMessage, snap *tether.Snapshot) *Answer {
 	for i := len(snap.Runs) - 1; i >= 0; i-- {
 		r := snap.Runs[i]
@@ -331,17 +337,37 @@ func repeatedAnswer(last InMessage, snap *tether.Snapshot) *Answer {
 			continue
 		}
 		for j := len(last.Parts) - 1; j >= 0; j-- {
-			if part := last.Parts[j]; part.Type == "dynamic-tool" && part.State == StateOutput && tether.ValidID(part.ToolCallID) {
+			part := last.Parts[j]
+			if part.Type == "dynamic-tool" && part.State == StateOutput && tether.ValidID(part.ToolCallID) {
 				v := part.Output
 				if len(v) == 0 {
 					v = json.RawMessage("null")
 				}
 				return &Answer{RunID: r.ID, RequestID: part.ToolCallID, Value: v}
 			}
+			if v := approvalAnswer(part, callApprovalID(r, snap.Messages, part.ToolCallID)); v != nil {
+				return &Answer{RunID: r.ID, CallID: part.ToolCallID, Value: v}
+			}
 		}
 		return nil
 	}
 	return nil
+}
+
+// callApprovalID is the id of the approval of the run's tool call callID
+// (ApprovalID), "" if the run has no such call.
+func callApprovalID(r tether.Run, msgs []tether.Message, callID string) string {
+	if callID == "" {
+		return ""
+	}
+	for _, m := range answer(r, msgs) {
+		for _, p := range m.Parts {
+			if p.Type == tether.PartTool && p.CallID == callID {
+				return ApprovalID(m.ID, callID)
+			}
+		}
+	}
+	return ""
 }
 
 // regenerateTarget returns the answer a regenerate-message replaces ("" if

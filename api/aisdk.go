@@ -136,10 +136,13 @@ func (s *Server) aisdkAnswer(w http.ResponseWriter, r *http.Request, a *aisdk.An
 				}
 				c := proj.Event(ev)
 				switch {
+				case answers(a, ev):
+					// An approval sent again names its call: the last
+					// request that asked it is the one it answers.
+					found, at, after = true, rec.Offset, nil
+					a.RequestID = ev.Request.ID
 				case found:
 					after, at = append(after, c...), rec.Offset
-				case ev.Type == tether.EventRunWaiting && ev.Request != nil && ev.Request.ID == a.RequestID:
-					found, at = true, rec.Offset
 				}
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
@@ -149,6 +152,9 @@ func (s *Server) aisdkAnswer(w http.ResponseWriter, r *http.Request, a *aisdk.An
 				break
 			}
 		}
+		if !found && a.CallID != "" {
+			return nil, nil, "", tether.Errorf(tether.CodeConflict, "run %s did not ask the approval of tool call %q", a.RunID, a.CallID)
+		}
 		if !found {
 			return nil, nil, "", tether.Errorf(tether.CodeConflict, "run %s is not waiting on request %q", a.RunID, a.RequestID)
 		}
@@ -157,6 +163,19 @@ func (s *Server) aisdkAnswer(w http.ResponseWriter, r *http.Request, a *aisdk.An
 		}
 		return proj, append([]aisdk.Chunk{{Type: aisdk.ChunkStart, MessageID: proj.MessageID()}}, after...), at, nil
 	})
+}
+
+// answers reports whether ev is the run.waiting whose request a answers:
+// its request, or (an approval sent again) one asking the approval of
+// a's call.
+func answers(a *aisdk.Answer, ev *tether.Event) bool {
+	if ev.Type != tether.EventRunWaiting || ev.Request == nil {
+		return false
+	}
+	if a.RequestID != "" && a.CallID == "" {
+		return ev.Request.ID == a.RequestID
+	}
+	return tether.ApprovalCall(ev.Request) == a.CallID
 }
 
 // aisdkFromSnapshot streams a run's UI message rebuilt from its snapshot,

@@ -23,8 +23,9 @@ type RunRequest struct {
 	IdempotencyKey string
 	// State, if set, becomes the thread's state with the run: a
 	// state.snapshot of the run follows its run.created in the same
-	// append, so the run starts with it and a refused request changes
-	// nothing. A front end that edits the agent's state between runs
+	// append (a state.delta of what it changes, when the whole state is
+	// larger than an event), so the run starts with it and a refused
+	// request changes nothing. A front end that edits the agent's state between runs
 	// (AG-UI's RunAgentInput.state) sends it so. Only with multitask
 	// reject: the state must not change under another run.
 	State json.RawMessage
@@ -71,14 +72,19 @@ func (e *Engine) CreateRun(ctx context.Context, threadID string, req RunRequest)
 }
 
 // CheckRunRequest returns what CreateRun would refuse req for on a thread
-// where its idempotency key is new, if anything. A caller that creates
-// the run's thread first (the AI SDK's chat, AG-UI) checks the request
-// before, so that a refused request writes nothing.
+// that does not exist yet (where its idempotency key is new, and its
+// state null), if anything. A caller that creates the run's thread first
+// (the AI SDK's chat, AG-UI) checks the request before, so that a refused
+// request writes nothing.
 func (e *Engine) CheckRunRequest(ctx context.Context, req RunRequest) error {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return err
 	}
-	return e.checkRunRequest(ctx, &req)
+	if err := e.checkRunRequest(ctx, &req); err != nil {
+		return err
+	}
+	// The thread is new: its state, null, can only be given whole.
+	return e.checkNewThreadState(req.State)
 }
 
 func checkIdempotencyKey(key string) error {
@@ -184,8 +190,14 @@ func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest,
 			return err
 		}
 		if len(req.State) > 0 {
-			if err := p.emit(&tether.Event{Type: tether.EventStateSnapshot, RunID: run.ID, State: req.State}); err != nil {
+			ev, err := e.frontStateEvent(run.ID, p.tx.State(), req.State, p.now)
+			if err != nil {
 				return err
+			}
+			if ev != nil {
+				if err := p.emit(ev); err != nil {
+					return err
+				}
 			}
 		}
 		for _, in := range req.Input.Messages {

@@ -448,11 +448,11 @@ func (tx *Tx) runInput(e *tether.Event, r *runState) error {
 
 // stateEvent applies state.snapshot and state.delta: the state is the
 // thread's, but only a run that is running or waiting may change it, and
-// a pending run may set it (state.snapshot): the state a front end gives
-// the run it creates, which only the server writes (a worker appends to
-// a run it claimed).
+// a pending run: the state a front end gives the run it creates, which
+// only the server writes (a worker appends to a run it claimed), whole
+// or, when the whole is larger than an event, as a patch.
 func (tx *Tx) stateEvent(e *tether.Event, r *runState) error {
-	if !r.run.Status.Active() && (e.Type != tether.EventStateSnapshot || r.run.Status != tether.RunPending) {
+	if !r.run.Status.Active() && r.run.Status != tether.RunPending {
 		return conflict("run %s has not started", e.RunID)
 	}
 	var next json.RawMessage

@@ -160,7 +160,10 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
       body: JSON.stringify(body),
       signal: abortSignal ?? null,
     });
-    return this.follow(chatId, res, abortSignal, options.headers);
+    // An answer to a waiting run's request (the last message is the
+    // run's, its part answered) continues the message the page holds.
+    const continues = trigger === 'submit-message' && messages.at(-1)?.role === 'assistant';
+    return this.follow(chatId, res, abortSignal, options.headers, continues);
   }
 
   /**
@@ -237,13 +240,21 @@ export class TetherChatTransport<UI_MESSAGE extends UIMessage = UIMessage> imple
     first: Response,
     signal: AbortSignal | undefined,
     extraHeaders: Record<string, string> | Headers | undefined,
+    continues = false,
   ): ReadableStream<UIMessageChunk> {
-    const runId = /\/v1\/runs\/([^/?#]+)/.exec(first.headers.get('content-location') ?? '')?.[1];
+    const m = /\/v1\/runs\/([^/?#]+)/.exec(first.headers.get('content-location') ?? '')?.[1];
+    const runId = m ? decodeURIComponent(m) : '';
     const prev = this.positions.get(chatId);
-    const pos: ChatPosition =
-      runId && prev && prev.runId === decodeURIComponent(runId) && !prev.ended
-        ? prev
-        : { runId: runId ? decodeURIComponent(runId) : '', offset: undefined, ended: false };
+    let pos: ChatPosition = runId && prev && prev.runId === runId && !prev.ended ? prev : { runId, offset: undefined, ended: false };
+    if (continues && runId) {
+      // The answer's stream goes on from where the page's message is: the
+      // end of the run's last stream here (its waiting point), else the
+      // messages loaded. A drop before its first frame resumes from
+      // there, not with the whole message rebuilt, which useChat would
+      // add to the message it continues (every part twice).
+      const offset = prev?.runId === runId ? prev.offset : this.loadedAt.get(chatId);
+      pos = { runId, offset, ended: false };
+    }
     this.positions.set(chatId, pos);
     this.loadedAt.delete(chatId); // the chat's streams are followed from here
     const initial = this.opts.backoff?.initialMs ?? 250;

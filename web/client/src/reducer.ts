@@ -419,11 +419,11 @@ export class Reducer {
   }
 
   // stateEvent sets or patches the thread's state; only a run that is
-  // running or waiting may change it, and a pending run may set it (the
-  // state a front end creates the run with). A refused patch changes
-  // nothing.
+  // running or waiting may change it, and a pending run (the state a front
+  // end creates the run with: whole, or as a patch when the whole is
+  // larger than an event). A refused patch changes nothing.
   private stateEvent(e: TetherEvent, run: Run): Rejection | undefined {
-    const settable = run.status === 'running' || run.status === 'waiting' || (run.status === 'pending' && e.type === 'state.snapshot');
+    const settable = run.status === 'running' || run.status === 'waiting' || run.status === 'pending';
     if (!settable) return conflict(`run ${e.run_id} has not started`);
     if (e.type === 'state.snapshot') {
       this._state = e.state ?? null;

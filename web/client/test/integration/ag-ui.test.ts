@@ -274,4 +274,53 @@ describe('AG-UI thread state (real server, a worker)', () => {
     expect(server.state).toEqual({ todos: [] });
     expect(agent.state).toEqual(server.state);
   });
+  it('a state larger than an event, edited in the page, is the next run\'s state: the server writes what the edit changes', async () => {
+    const tid = threadName('agui-big');
+    const agentName = 'shared-big';
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url()}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await post('/v1/workers/claim', { worker_id: 'w2', agents: [agentName], wait_ms: 0 })).status).toBe(204);
+    // A worker that answers one run with events, one append each (each
+    // under the largest event), and returns the state it started with.
+    const serve = async (events: unknown[]): Promise<unknown> => {
+      const res = await post('/v1/workers/claim', { worker_id: 'w2', agents: [agentName], wait_ms: 10_000 });
+      expect(res.status).toBe(200);
+      const c = (await res.json()) as { run: { id: string }; lease: { token: string }; state?: unknown };
+      for (const ev of [...events, { type: 'run.finished', status: 'done' }]) {
+        const r = await post(`/v1/runs/${c.run.id}/events`, [ev], { 'Tether-Lease': c.lease.token });
+        expect(r.status).toBe(200);
+      }
+      return c.state;
+    };
+    // Two documents of 700 KiB: a state of 1.4 MiB, more than an event holds.
+    const doc = (c: string) => c.repeat(700 << 10);
+    const agent = new HttpAgent({ url: `${url()}/v1/ag-ui/${agentName}`, threadId: tid });
+    agent.addMessage({ id: `u1-${tid}`, role: 'user', content: 'write two documents' });
+    let run = agent.runAgent();
+    await serve([
+      { type: 'state.snapshot', state: { a: doc('a'), todos: ['walk'] } },
+      { type: 'state.delta', patch: [{ op: 'add', path: '/b', value: doc('b') }] },
+    ]);
+    await run;
+    expect(agent.state).toEqual({ a: doc('a'), todos: ['walk'], b: doc('b') });
+
+    const warned: unknown[] = [];
+    const warn = console.warn;
+    console.warn = (...args: unknown[]) => void warned.push(args);
+    try {
+      // The page edits a little of it between runs, and drops a member.
+      const edited = { a: doc('a'), b: doc('b'), done: true };
+      agent.setState(edited);
+      agent.addMessage({ id: `u2-${tid}`, role: 'user', content: 'go on' });
+      run = agent.runAgent();
+      expect(await serve([])).toEqual(edited);
+      await run;
+      expect(agent.state).toEqual(edited);
+      const server = (await (await fetch(`${url()}/v1/threads/${tid}`)).json()) as { state: unknown };
+      expect(server.state).toEqual(edited);
+    } finally {
+      console.warn = warn;
+    }
+    expect(warned).toEqual([]);
+  });
 });

@@ -139,4 +139,37 @@ describe('the AI SDK tool approval flow', () => {
     await until(() => page.status === 'ready' && callOf(assistants(page)[0])?.state === 'output-available' && textOf(assistants(page)[0]).length > 0, 15_000, 'the answer');
     expect(textOf(assistants(page)[0])).toBe(await finalAnswer(id));
   });
+  it('TetherChatTransport: the answer\'s stream cut before its first frame goes on from the approval, nothing shown twice', async () => {
+    const id = threadName('aisdk-approval-cut-answer');
+    const wire = new Wire();
+    // The second POST is the answer: its response is cut before a byte of its body.
+    wire.on((m, u) => m === 'POST' && u.endsWith('/chat'), (n) => (n === 1 ? { kind: 'cut', after: 0 } : { kind: 'pass' }));
+    const transport = new TetherChatTransport({ api: api(), body, fetch: wire.fetch, backoff: { initialMs: 20, maxMs: 100 } });
+    const chat = new Chat<UIMessage>({ id, transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+    const answer = await turn(chat, 'search, then cut', true);
+    expect(wire.log.filter((l) => l.startsWith('GET'))).toHaveLength(1);
+    expect(textOf(answer)).toBe(await finalAnswer(id));
+    const held = plain(chat.messages);
+    delete callOf(held[1])!.approval;
+    expect(await serverMessages(id)).toEqual(held);
+  });
+  it('an approval whose answer was lost (the server took it, the page saw a 503), sent again, goes on: the run took it once', async () => {
+    const id = threadName('aisdk-approval-again');
+    const wire = new Wire();
+    // The second POST is the approval's answer: it lands, its answer is lost.
+    wire.on((m, u) => m === 'POST' && u.endsWith('/chat'), (n) => (n === 1 ? { kind: 'landed' } : { kind: 'pass' }));
+    const transport = new DefaultChatTransport({ api: api(), body, fetch: wire.fetch });
+    const chat = new Chat<UIMessage>({ id, transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+    await chat.sendMessage({ text: 'search, once' });
+    await until(() => chat.status === 'ready' && callOf(assistants(chat)[0])?.state === 'approval-requested', 15_000, 'the approval asked');
+    await chat.addToolApprovalResponse({ id: callOf(assistants(chat)[0])!.approval!.id, approved: true });
+    await until(() => chat.status === 'error', 15_000, 'the lost answer');
+    await chat.sendMessage(); // the page sends it again
+    await until(() => chat.status === 'ready' && callOf(assistants(chat)[0])?.state === 'output-available' && textOf(assistants(chat)[0]).length > 0, 15_000, 'the answer');
+    expect(chat.error).toBeUndefined();
+    expect(textOf(assistants(chat)[0])).toBe(await finalAnswer(id));
+    const held = plain(chat.messages);
+    delete callOf(held[1])!.approval;
+    expect(await serverMessages(id)).toEqual(held);
+  });
 });
