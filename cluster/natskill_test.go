@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store/natsstore/natstest"
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/demo"
 	"github.com/tetherhq/tether/agents/runner"

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tetherhq/tether/internal/ssetest"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tetherhq/tether/internal/ssetest"
 )
 
 // TestResumeUnderCuts: 20 clients follow one demo run of 600 tokens over

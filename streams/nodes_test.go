@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/tetherhq/tether/hub"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore"

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 )

@@ -4,10 +4,11 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore/natstest"
 	"github.com/tetherhq/tether/store/storetest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/natsstore"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 )

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tetherhq/tether/store"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/tetherhq/tether/store"
 )
 
 // translate maps the driver errors that have a store meaning to the store

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/store"
 	"github.com/tetherhq/tether/store/sqlitestore"
 	"github.com/tetherhq/tether/store/storetest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
