@@ -149,34 +149,9 @@ func coldRun(t *testing.T, opts api.Options) (*env, *storeHeld, tether.Offset, s
 func TestSSEPreambleBeforeStoreRead(t *testing.T) {
 	v, h, cursor := coldThread(t, api.Options{SubscribeTimeout: time.Minute})
 	h.hold()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	type opened struct {
-		s   *ssetest.Stream
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		s, err := ssetest.Open(ctx, http.DefaultClient, v.url+"/v1/threads/cold/events", string(cursor))
-		ch <- opened{s, err}
-	}()
-	var s *ssetest.Stream
-	select {
-	case o := <-ch:
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		s = o.s
-	case <-ctx.Done():
-		t.Fatal("no response head while the store's reads are held")
-	}
-	defer s.Close()
-	f, err := s.Next()
-	if err != nil || !f.IsComment || f.Comment != "ok" {
-		t.Fatalf("first frame %+v %v, want :ok", f, err)
-	}
+	s := openWhileHeld(t, http.DefaultClient, v.url+"/v1/threads/cold/events", cursor)
 	h.release()
-	f, err = s.Next()
+	f, err := s.Next()
 	if err != nil || f.Event != "connected" {
 		t.Fatalf("after :ok: %+v %v, want connected", f, err)
 	}
@@ -292,4 +267,37 @@ func readAllFrames(t *testing.T, s *ssetest.Stream) []ssetest.Frame {
 		}
 		out = append(out, f)
 	}
+}
+
+// openWhileHeld opens a stream while the store's reads are held, and
+// checks that its response head and ":ok" come all the same. The stream
+// is closed at the test's end.
+func openWhileHeld(t *testing.T, hc *http.Client, url string, cursor tether.Offset) *ssetest.Stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	type opened struct {
+		s   *ssetest.Stream
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := ssetest.Open(ctx, hc, url, string(cursor))
+		ch <- opened{s, err}
+	}()
+	var s *ssetest.Stream
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		s = o.s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response head while the store's reads are held")
+	}
+	t.Cleanup(s.Close)
+	if f, err := s.Next(); err != nil || !f.IsComment || f.Comment != "ok" {
+		t.Fatalf("first frame %+v %v, want :ok", f, err)
+	}
+	return s
 }

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/api"
-	"github.com/tetherhq/tether/internal/ssetest"
 )
 
 // bearerClient sends every request with token.
@@ -49,32 +47,7 @@ func TestSSEPreambleBeforeRightsCheck(t *testing.T) {
 			path := strings.Replace(tc.path, "{rid}", runID, 1)
 			h.hold()
 			defer h.release()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			hc := &http.Client{Transport: bearerClient{tc.token}}
-			type opened struct {
-				s   *ssetest.Stream
-				err error
-			}
-			ch := make(chan opened, 1)
-			go func() {
-				s, err := ssetest.Open(ctx, hc, v.url+path, string(cursor))
-				ch <- opened{s, err}
-			}()
-			var s *ssetest.Stream
-			select {
-			case o := <-ch:
-				if o.err != nil {
-					t.Fatal(o.err)
-				}
-				s = o.s
-			case <-ctx.Done():
-				t.Fatal("no response head while the store's reads are held")
-			}
-			defer s.Close()
-			if f, err := s.Next(); err != nil || !f.IsComment || f.Comment != "ok" {
-				t.Fatalf("first frame %+v %v, want :ok", f, err)
-			}
+			s := openWhileHeld(t, &http.Client{Transport: bearerClient{tc.token}}, v.url+path, cursor)
 			h.release()
 			f, err := s.Next()
 			if err != nil {
