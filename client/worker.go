@@ -258,7 +258,7 @@ func (w *Worker) execute(runs, hard context.Context, cl *claimed) {
 	}
 	t := &runTransport{
 		c: w.c, log: log, run: run, token: cl.Lease.Token, ttl: ttl, stop: stop, offset: cl.Offset,
-		producer: w.opts.ID, epoch: int64(max(run.Attempt-1, 0)), renewed: cl.at,
+		producer: w.opts.ID, epoch: int64(max(run.Attempt-1, 0)), lease: agents.NewLeaseClock(cl.at),
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -29,8 +29,7 @@ type runTransport struct {
 	producer string
 	epoch    int64
 
-	mu      sync.Mutex
-	renewed time.Time // when the last answer that renewed the lease came
+	lease *agents.LeaseClock // the last answer that renewed the lease
 
 	amu     sync.Mutex // one append at a time, in order
 	seq     int64      // the Producer-Seq of the next append
@@ -168,7 +167,7 @@ func (t *runTransport) leased(ctx context.Context, path string, body []byte, hdr
 		a, err = t.c.post(ctx, path, body, hdr, max(t.ttl/2, 5*time.Second))
 		if err == nil {
 			if a.status != http.StatusNoContent {
-				t.renew(time.Now())
+				t.lease.Renew(time.Now())
 			}
 			return a, true, nil
 		}
@@ -185,7 +184,7 @@ func (t *runTransport) leased(ctx context.Context, path string, body []byte, hdr
 		if ctx.Err() != nil {
 			return nil, maybeSent, context.Cause(ctx)
 		}
-		if time.Now().After(t.lastRenewal().Add(2 * t.ttl)) {
+		if t.lease.Expired(t.ttl) {
 			t.stop(errLeaseLost)
 			return nil, maybeSent, tether.Wrap(err, tether.CodeLeaseLost, "the lease expired while the server could not be reached")
 		}
@@ -201,20 +200,6 @@ func retryStatus(s int) bool {
 	return s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests
 }
 
-func (t *runTransport) renew(at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if at.After(t.renewed) {
-		t.renewed = at
-	}
-}
-
-func (t *runTransport) lastRenewal() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.renewed
-}
-
 // heartbeat renews the lease every TTL/3 while no append did. It ends the
 // agent's context when the lease is lost or the run is over.
 func (t *runTransport) heartbeat(ctx context.Context) {
@@ -222,10 +207,10 @@ func (t *runTransport) heartbeat(ctx context.Context) {
 	path := "/v1/runs/" + escape(t.run.ID) + "/heartbeat"
 	hdr := http.Header{"Tether-Lease": {t.token}}
 	for {
-		if sleep(ctx, time.Until(t.lastRenewal().Add(every))) != nil {
+		if sleep(ctx, time.Until(t.lease.Last().Add(every))) != nil {
 			return
 		}
-		if time.Since(t.lastRenewal()) < every {
+		if time.Since(t.lease.Last()) < every {
 			continue // an append renewed it meanwhile
 		}
 		a, _, err := t.leased(ctx, path, nil, hdr)

@@ -37,8 +37,7 @@ type transport struct {
 
 	answers agents.Answers
 
-	mu      sync.Mutex
-	renewed time.Time // when the last append or heartbeat that renewed the lease was sent
+	lease *agents.LeaseClock // the last append or heartbeat that renewed the lease
 
 	amu      sync.Mutex      // one append at a time, in order
 	producer engine.Producer // with the number of the next append
@@ -53,7 +52,7 @@ var _ agents.Transport = (*transport)(nil)
 // agent's context.
 func newTransport(e *engine.Engine, c *engine.Claim, log *slog.Logger, stop context.CancelCauseFunc) *transport {
 	return &transport{e: e, runID: c.Run.ID, token: c.Lease.Token, ttl: e.LeaseTTL(), log: log, stop: stop,
-		renewed:  time.Now(),
+		lease:    agents.NewLeaseClock(time.Now()),
 		producer: engine.Producer{ID: c.Run.WorkerID, Epoch: int64(c.Run.Attempt)}}
 }
 
@@ -108,7 +107,7 @@ func (t *transport) send(ctx context.Context, evs []*tether.Event) (cancelReques
 			t.pending = nil
 			t.producer.Seq++
 			if !res.Duplicate { // a duplicate renews nothing
-				t.renew(sent)
+				t.lease.Renew(sent)
 			}
 			return res.CancelRequested, nil
 		case ctx.Err() != nil:
@@ -125,7 +124,7 @@ func (t *transport) send(ctx context.Context, evs []*tether.Event) (cancelReques
 			return false, err
 		}
 		t.pending = evs
-		if time.Since(t.lastRenewal()) > 2*t.ttl {
+		if t.lease.Expired(t.ttl) {
 			t.stop(errLeaseLost)
 			return false, tether.Wrap(err, tether.CodeLeaseLost, "the lease expired while the store could not take the run's events")
 		}
@@ -157,20 +156,6 @@ func copyEvents(evs []*tether.Event) []*tether.Event {
 	return out
 }
 
-func (t *transport) renew(at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if at.After(t.renewed) {
-		t.renewed = at
-	}
-}
-
-func (t *transport) lastRenewal() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.renewed
-}
-
 func (t *transport) WaitInput(ctx context.Context, requestID string) (json.RawMessage, error) {
 	return t.answers.Wait(ctx, requestID)
 }
@@ -193,7 +178,7 @@ func (t *transport) heartbeat(ctx context.Context, every time.Duration) {
 				return
 			}
 			if err == nil {
-				t.renew(sent)
+				t.lease.Renew(sent)
 			}
 		}
 	}
