@@ -112,20 +112,10 @@ func (s *Server) aguiResume(w http.ResponseWriter, r *http.Request, in *agui.Run
 		}
 	}
 	if run == nil {
-		s.writeError(w, r, tether.Errorf(tether.CodeConflict, "thread %s has no run waiting for input", in.ThreadID))
+		s.aguiResumeAgain(w, r, in, snap)
 		return
 	}
-	ans, err := agui.ResumeAnswer(run.Request, in.Resume)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if ans.Cancel {
-		_, err = s.e.CancelRun(r.Context(), run.ID)
-	} else {
-		_, err = s.e.SubmitInput(r.Context(), run.ID, run.Request.ID, ans.Value)
-	}
-	if err != nil {
+	if err := s.aguiAnswer(r.Context(), run.ID, run.Request, in.Resume); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -138,6 +128,93 @@ func (s *Server) aguiResume(w http.ResponseWriter, r *http.Request, in *agui.Run
 		sub:  engine.SubscribeRequest{RunID: run.ID, Cursor: snap.Offset},
 		proj: proj, once: true, runID: in.RunID,
 	})
+}
+
+// aguiAnswer answers run's request with resume[]: the request's answer,
+// or the run's cancel.
+func (s *Server) aguiAnswer(ctx context.Context, runID string, req *tether.Request, resume []agui.ResumeEntry) error {
+	ans, err := agui.ResumeAnswer(req, resume)
+	if err != nil {
+		return err
+	}
+	if ans.Cancel {
+		_, err = s.e.CancelRun(ctx, runID)
+	} else {
+		_, err = s.e.SubmitInput(ctx, runID, req.ID, ans.Value)
+	}
+	return err
+}
+
+// aguiResumeAgain serves a resume[] sent again when no run waits (its
+// POST's answer was lost): if the thread's last run asked the interrupts
+// it answers, and took that answer (the engine's to say: the same answer
+// to an answered request is that answer, another a conflict), the stream
+// is the one the first POST got, from the request on. Nothing is
+// appended.
+func (s *Server) aguiResumeAgain(w http.ResponseWriter, r *http.Request, in *agui.RunAgentInput, snap *tether.Snapshot) {
+	noRun := tether.Errorf(tether.CodeConflict, "thread %s has no run waiting for input", in.ThreadID)
+	if len(snap.Runs) == 0 {
+		s.writeError(w, r, noRun)
+		return
+	}
+	ctx := r.Context()
+	run := snap.Runs[len(snap.Runs)-1]
+	req, at, err := s.lastRequest(ctx, in.ThreadID, run.ID, snap.Offset)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req == nil {
+		s.writeError(w, r, noRun)
+		return
+	}
+	if err := s.aguiAnswer(ctx, run.ID, req, in.Resume); err != nil {
+		if tether.CodeOf(err) == tether.CodeConflict {
+			err = noRun
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	proj := agui.New(in.ThreadID, agui.Options{Run: run.ID})
+	if err := s.aguiFold(ctx, proj, in.ThreadID, run.ID, at); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Location", "/v1/runs/"+run.ID)
+	s.aguiStream(w, r, aguiReq{
+		sub:  engine.SubscribeRequest{RunID: run.ID, Cursor: at},
+		proj: proj, once: true, runID: in.RunID,
+	})
+}
+
+// lastRequest returns the last request run rid of thread tid made up to
+// offset upto, and the offset of its run.waiting (nil if it made none).
+func (s *Server) lastRequest(ctx context.Context, tid, rid string, upto tether.Offset) (*tether.Request, tether.Offset, error) {
+	var req *tether.Request
+	var at tether.Offset
+	for from := tether.OffsetStart; ; {
+		recs, more, err := s.e.ReadLog(ctx, tid, from, foldPage)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, rec := range recs {
+			if rec.Offset.After(upto) {
+				return req, at, nil
+			}
+			if rec.RunID != rid || rec.Type != tether.EventRunWaiting {
+				continue
+			}
+			ev, err := rec.Decode()
+			if err != nil {
+				return nil, "", err
+			}
+			req, at = ev.Request, rec.Offset
+		}
+		if !more || len(recs) == 0 {
+			return req, at, nil
+		}
+		from = recs[len(recs)-1].Offset
+	}
 }
 
 // aguiThreadEvents serves GET /v1/ag-ui/threads/{tid}/events: the thread as

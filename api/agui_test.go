@@ -283,9 +283,27 @@ func TestAGUIInterrupt(t *testing.T) {
 	if len(runs.Runs) != 1 {
 		t.Fatalf("%d Tether runs, want the same one going on", len(runs.Runs))
 	}
-	// Nothing is waiting now: another answer is a conflict.
+	// The same answer again (its POST's answer was lost) is that answer:
+	// the same continuation, nothing appended. Another is a conflict.
+	logLen := len(v.readLog("t1"))
+	again, err := v.agui("POST", "/v1/ag-ui/demo", resume).all()
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	if len(again) != len(rest) {
+		t.Fatalf("the answer sent again: %d frames, the first time %d", len(again), len(rest))
+	}
+	for i := range rest {
+		if offsetOf(again[i]) != offsetOf(rest[i]) || typeOf(again[i]) != typeOf(rest[i]) {
+			t.Fatalf("the answer sent again, frame %d: %s, the first time %s", i, again[i].raw, rest[i].raw)
+		}
+	}
+	if n := len(v.readLog("t1")); n != logLen {
+		t.Fatalf("the answer sent again appended %d events", n-logLen)
+	}
+	resume["resume"] = []any{map[string]any{"interruptId": in["id"], "status": "resolved", "payload": "throughput"}}
 	if r := v.do("POST", "/v1/ag-ui/demo", resume); r.status != 409 {
-		t.Fatalf("a second answer: %d %s", r.status, r.body)
+		t.Fatalf("another answer: %d %s", r.status, r.body)
 	}
 }
 
