@@ -14,6 +14,7 @@
 
 import type { RunRequest, SubscriptionTransport, TetherClient } from './client.js';
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
+import { sseConnector } from './sse-stream.js';
 import type { Attempt, Connector, SubscriptionImpl } from './subscription.js';
 import { defaultTimers } from './timing.js';
 import type { ConnectedInfo, Snapshot, TetherEvent } from './types.js';
@@ -69,6 +70,9 @@ const CONNECTING = 0;
 const OPEN = 1;
 const CLOSED = 2;
 
+// Refused upgrades in a row after which subscriptions go over SSE.
+const NO_UPGRADE = 2;
+
 // The close code of a socket whose token expired (protocol §5).
 const CLOSE_TOKEN_EXPIRED = 4001;
 
@@ -89,6 +93,11 @@ interface Frame {
 class Sockets implements Connector {
   readonly sockets = new Set<Socket>();
   private n = 0;
+  // Sockets in a row that the server answered as a plain request (426:
+  // something between, a proxy, drops the upgrade). After NO_UPGRADE of
+  // them the client's subscriptions go over SSE, which such a proxy
+  // passes, rather than try the socket for ever.
+  private noUpgrade = 0;
 
   constructor(
     readonly client: TetherClient,
@@ -100,7 +109,13 @@ class Sockets implements Connector {
     return (this.client.options.timers ?? defaultTimers).now();
   }
 
+  /** A socket opened (upgraded), or was refused its upgrade (426). */
+  upgraded(ok: boolean): void {
+    this.noUpgrade = ok ? 0 : this.noUpgrade + 1;
+  }
+
   async connect(sub: SubscriptionImpl, a: Attempt): Promise<void> {
+    if (this.noUpgrade >= NO_UPGRADE) return sseConnector.connect(sub, a);
     const c = sub.create;
     if (c && !sub.runId) {
       // The run is created first (with its Idempotency-Key: a POST that got
@@ -160,6 +175,7 @@ class Socket {
       if (this.state !== CONNECTING) return;
       this.state = OPEN;
       this.last = this.m.now();
+      this.m.upgraded(true);
       for (const c of this.chans.values()) c.send();
     };
     ws.onmessage = (ev: { data: unknown }) => this.message(ev.data);
@@ -207,6 +223,7 @@ class Socket {
         const res = await this.m.client.request('/v1/ws', { headers: { Accept: 'application/json' } });
         if (!res.ok && res.status !== 426) err = await errorFromResponse(res);
         else res.body?.cancel().catch(() => {});
+        if (res.status === 426) this.m.upgraded(false);
       } catch (e) {
         err = toTetherError(e);
       }

@@ -439,6 +439,27 @@ describe('WebSocket transport', () => {
       sub.close();
     });
 
+    it('after two upgrades refused in a row (426: a proxy drops them), subscriptions go over SSE', async () => {
+      const rec = record();
+      const upgradeRequired = () => new Response('Upgrade Required', { status: 426 });
+      ff.next(upgradeRequired, upgradeRequired);
+      const sub = client.subscribe({ threadId: 't1' }, rec.handlers);
+      (await socket(1)).drop(1006);
+      await settle();
+      await vi.advanceTimersByTimeAsync(500);
+      (await socket(2)).drop(1006);
+      await settle();
+      expect(ff.requests.map((r) => new URL(r.url).pathname)).toEqual(['/v1/ws', '/v1/ws']);
+      ff.next(() => new Response(': ok\n\n', { status: 200, headers: { 'Content-Type': 'text/event-stream' } }));
+      await vi.advanceTimersByTimeAsync(1000);
+      await settle();
+      expect(FakeWS.made).toHaveLength(2);
+      const sse = ff.requests[2]!;
+      expect(new URL(sse.url).pathname).toBe('/v1/threads/t1/events');
+      expect(sse.headers.get('accept')).toBe('text/event-stream');
+      sub.close();
+    });
+
     it('a token_expired answer is sent again with a new token, and the next socket has it', async () => {
       const asked: TokenRequest[] = [];
       client = newClient({ token: (r) => (asked.push(r), `tok-${asked.length}`) });
