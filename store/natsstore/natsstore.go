@@ -452,6 +452,32 @@ func (s *Store) begin() error {
 	return nil
 }
 
+// awaitDispatch waits for dispatch to return after stopNotify. An ordered
+// consumer stopped while it recreates itself (its server just came back)
+// can miss the stop: the pull it makes then goes on, and dispatch waits in
+// it for ever (seen once in a hundred restarts of a test's server). So the
+// stop is made again after the store's timeout, and then the connection,
+// if the store made it, is closed, which ends every pull.
+func (s *Store) awaitDispatch() {
+	select {
+	case <-s.dispatchDone:
+		return
+	case <-time.After(s.opts.Timeout):
+	}
+	s.log.Warn("natsstore: the log's consumer did not stop in time; stopping it again")
+	s.stopNotify()
+	if s.ownConn {
+		s.nc.Close()
+		<-s.dispatchDone
+		return
+	}
+	select {
+	case <-s.dispatchDone:
+	case <-time.After(s.opts.Timeout):
+		s.log.Error("natsstore: the log's consumer did not stop; it stops with the connection")
+	}
+}
+
 func (s *Store) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -483,7 +509,7 @@ func (s *Store) Close() error {
 		}
 		<-s.repairDone
 		s.stopNotify()
-		<-s.dispatchDone
+		s.awaitDispatch()
 		<-s.watchDone
 		s.feed.close()
 		if s.ownConn {
