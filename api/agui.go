@@ -192,29 +192,21 @@ func (s *Server) aguiResumeAgain(w http.ResponseWriter, r *http.Request, in *agu
 func (s *Server) lastRequest(ctx context.Context, tid, rid string, upto tether.Offset) (*tether.Request, tether.Offset, error) {
 	var req *tether.Request
 	var at tether.Offset
-	for from := tether.OffsetStart; ; {
-		recs, more, err := s.e.ReadLog(ctx, tid, from, foldPage)
+	err := s.eachEvent(ctx, tid, rid, upto, func(rec *tether.Record) error {
+		if rec.Type != tether.EventRunWaiting {
+			return nil
+		}
+		ev, err := rec.Decode()
 		if err != nil {
-			return nil, "", err
+			return err
 		}
-		for _, rec := range recs {
-			if rec.Offset.After(upto) {
-				return req, at, nil
-			}
-			if rec.RunID != rid || rec.Type != tether.EventRunWaiting {
-				continue
-			}
-			ev, err := rec.Decode()
-			if err != nil {
-				return nil, "", err
-			}
-			req, at = ev.Request, rec.Offset
-		}
-		if !more || len(recs) == 0 {
-			return req, at, nil
-		}
-		from = recs[len(recs)-1].Offset
+		req, at = ev.Request, rec.Offset
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
+	return req, at, nil
 }
 
 // aguiThreadEvents serves GET /v1/ag-ui/threads/{tid}/events: the thread as
@@ -331,6 +323,20 @@ func (s *Server) aguiJoin(w http.ResponseWriter, r *http.Request, tid, rid strin
 // log, was cut as too slow before it reached the cursor, and again at
 // each join from that cursor.
 func (s *Server) aguiFold(ctx context.Context, p *agui.Projector, tid, rid string, after tether.Offset) error {
+	return s.eachEvent(ctx, tid, rid, after, func(rec *tether.Record) error {
+		ev, err := rec.Decode()
+		if err != nil {
+			return err
+		}
+		p.Event(ev)
+		return nil
+	})
+}
+
+// eachEvent calls fn with each record of thread tid's log (of run rid
+// only, if set) up to and including offset upto, reading it from the
+// store a page at a time.
+func (s *Server) eachEvent(ctx context.Context, tid, rid string, upto tether.Offset, fn func(*tether.Record) error) error {
 	for from := tether.OffsetStart; ; {
 		recs, more, err := s.e.ReadLog(ctx, tid, from, foldPage)
 		if tether.CodeOf(err) == tether.CodeBadRequest {
@@ -341,19 +347,17 @@ func (s *Server) aguiFold(ctx context.Context, p *agui.Projector, tid, rid strin
 			return err
 		}
 		for _, rec := range recs {
-			if rec.Offset.After(after) {
+			if rec.Offset.After(upto) {
 				return nil
 			}
 			if rid != "" && rec.RunID != rid {
 				continue
 			}
-			ev, err := rec.Decode()
-			if err != nil {
+			if err := fn(rec); err != nil {
 				return err
 			}
-			p.Event(ev)
 		}
-		if !more {
+		if !more || len(recs) == 0 {
 			return nil
 		}
 		from = recs[len(recs)-1].Offset
