@@ -44,5 +44,5 @@ func benchCommit(b *testing.B, opts natsstore.Options, threads, events int) {
 	opts.Stream, opts.Subject = fmt.Sprintf("%s_%d", opts.Stream, n), fmt.Sprintf("b%d.log", n)
 	s := openStore(b, opts)
 	defer s.Close()
-	storetest.BenchCommit(b, s, threads, events)
+	storetest.BenchCommit(b, s, threads, events, false)
 }

@@ -178,13 +178,15 @@ func (s *Store) writeCommit(r *request) error {
 		last = r.offsets[(n-1)*offsetLen:]
 	}
 	version := st.version + n
+	producer, spill := nextProducer(st.producer, b.Producers)
 
 	pk := st.pk
 	var row *tether.Thread // the row written in full, if any
 	switch t := b.Thread; {
 	case b.Create:
 		res, err := s.w.insertThread.Exec(b.ThreadID, string(t.Status), blob(t.Metadata),
-			millis(t.CreatedAt), millis(t.UpdatedAt), last, t.ActiveRunID, version, t.Owner)
+			millis(t.CreatedAt), millis(t.UpdatedAt), last, t.ActiveRunID, version, t.Owner,
+			producer.Key, producer.Epoch, producer.Seq)
 		if err != nil {
 			return fmt.Errorf("insert thread: %w", err)
 		}
@@ -194,12 +196,12 @@ func (s *Store) writeCommit(r *request) error {
 		row = t
 	case t != nil && !st.row.sameRow(t):
 		if _, err := s.w.updateThread.Exec(string(t.Status), blob(t.Metadata), millis(t.CreatedAt),
-			millis(t.UpdatedAt), t.ActiveRunID, last, version, pk); err != nil {
+			millis(t.UpdatedAt), t.ActiveRunID, last, version, producer.Key, producer.Epoch, producer.Seq, pk); err != nil {
 			return fmt.Errorf("update thread: %w", err)
 		}
 		row = t
-	case n > 0:
-		if _, err := s.w.updateThreadLog.Exec(last, version, pk); err != nil {
+	case n > 0 || producer != st.producer:
+		if _, err := s.w.updateThreadLog.Exec(last, version, producer.Key, producer.Epoch, producer.Seq, pk); err != nil {
 			return fmt.Errorf("update thread: %w", err)
 		}
 	}
@@ -212,7 +214,7 @@ func (s *Store) writeCommit(r *request) error {
 		}
 	}
 
-	for _, p := range b.Producers {
+	for _, p := range spill {
 		if _, err := s.w.upsertProducer.Exec(b.ThreadID, p.Key, p.Epoch, p.Seq); err != nil {
 			return fmt.Errorf("write producer: %w", err)
 		}
@@ -236,7 +238,7 @@ func (s *Store) writeCommit(r *request) error {
 		st.pk = pk
 		s.cacheThread(b.ThreadID, st)
 	}
-	st.version, st.last = version, last
+	st.version, st.last, st.producer = version, last, producer
 	if row != nil {
 		st.row.set(row)
 	}

@@ -2,7 +2,7 @@ package sqlitestore
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a file with a
 // newer version rather than misread it.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // schema creates the tables of an empty file; every statement is idempotent
 // so that Open runs it unconditionally.
@@ -31,7 +31,8 @@ var schema = []string{
 		last_offset   TEXT NOT NULL,
 		active_run_id TEXT NOT NULL,
 		version       INTEGER NOT NULL,
-		owner         TEXT NOT NULL DEFAULT ''
+		owner         TEXT NOT NULL DEFAULT '',
+		` + threadProducerColumns + `
 	)`,
 	// Threads() walks one of these backwards (ORDER BY updated_at DESC, id
 	// DESC) from the keyset cursor, so a page costs O(limit).
@@ -84,7 +85,9 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS runs_active ON runs (seq) WHERE ` + activeRunsWhere,
 
 	// The state of idempotent producers, written in the same transaction as
-	// the events of their appends.
+	// the events of their appends; but a thread's latest producer is kept
+	// in its thread row instead (threadProducerColumns), and written here
+	// only once another producer appends to the thread.
 	`CREATE TABLE IF NOT EXISTS producers (
 		thread_id TEXT NOT NULL,
 		key       TEXT NOT NULL,
@@ -121,7 +124,25 @@ var migrations = map[int][]string{
 	// Version 4: threads carry their owner (the sub of the signed token
 	// that created them); threads created before have none.
 	3: {`ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT ''`, sqlThreadsByOwner},
+	// Version 5: a thread row holds the state of its latest producer.
+	// Threads written before have none there; their producers are all in
+	// the producers table.
+	4: {
+		`ALTER TABLE threads ADD COLUMN producer_key TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE threads ADD COLUMN producer_epoch INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE threads ADD COLUMN producer_seq INTEGER NOT NULL DEFAULT 0`,
+	},
 }
+
+// threadProducerColumns hold the state of the thread's latest idempotent
+// producer (producer_key ” when none). Most threads have one producer
+// at a time (a run's worker, a Durable Streams writer), and the thread
+// row is written by every append anyway: keeping that producer's state in
+// it saves every append a write of a second row, on a page of its own,
+// in another table. The producers table holds the state of the others.
+const threadProducerColumns = `producer_key   TEXT NOT NULL DEFAULT '',
+		producer_epoch INTEGER NOT NULL DEFAULT 0,
+		producer_seq   INTEGER NOT NULL DEFAULT 0`
 
 // sqlThreadsByOwner serves a user's listing (ThreadQuery.Visible): the
 // threads of one owner, newest first.
@@ -141,16 +162,19 @@ const (
 	sqlRelease    = `RELEASE batch`
 	sqlRollbackTo = `ROLLBACK TO batch`
 
-	sqlThreadState  = `SELECT pk, version, last_offset FROM threads WHERE id = ?`
+	sqlThreadState = `SELECT pk, version, last_offset, producer_key, producer_epoch, producer_seq
+		FROM threads WHERE id = ?`
 	sqlInsertThread = `INSERT INTO threads
-		(id, status, metadata, created_at, updated_at, last_offset, active_run_id, version, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		(id, status, metadata, created_at, updated_at, last_offset, active_run_id, version, owner,
+		 producer_key, producer_epoch, producer_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlUpdateThread = `UPDATE threads SET
 		status = ?, metadata = ?, created_at = ?, updated_at = ?, active_run_id = ?,
-		last_offset = ?, version = ?
+		last_offset = ?, version = ?, producer_key = ?, producer_epoch = ?, producer_seq = ?
 		WHERE pk = ?`
-	sqlUpdateThreadLog = `UPDATE threads SET last_offset = ?, version = ? WHERE pk = ?`
-	sqlRunLease        = `SELECT lease_token, lease_expires_at FROM runs WHERE id = ? AND thread_id = ?`
+	sqlUpdateThreadLog = `UPDATE threads SET last_offset = ?, version = ?,
+		producer_key = ?, producer_epoch = ?, producer_seq = ? WHERE pk = ?`
+	sqlRunLease = `SELECT lease_token, lease_expires_at FROM runs WHERE id = ? AND thread_id = ?`
 	// sqlInsertEvents is followed by one "(?, ?, ?, ?, ?, ?, ?)" per event.
 	sqlInsertEvents = `INSERT INTO events (id, thread, epoch, type, run_id, message_id, data) VALUES `
 	sqlUpsertRun    = `INSERT INTO runs
@@ -218,5 +242,12 @@ const (
 	sqlRunByKey   = `SELECT ` + runColumns + ` FROM runs WHERE thread_id = ? AND idempotency_key = ?`
 	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs WHERE ` + activeRunsWhere + ` ORDER BY seq`
 	sqlCheckpoint = `SELECT offset, data FROM checkpoints WHERE thread_id = ?`
-	sqlProducer   = `SELECT epoch, seq FROM producers WHERE thread_id = ? AND key = ?`
+	// The thread row's state of a producer is newer than the table's,
+	// which is what it was when another producer last took its place.
+	sqlProducer = `SELECT epoch, seq FROM (
+		SELECT 0 AS o, producer_epoch AS epoch, producer_seq AS seq FROM threads
+			WHERE id = ?1 AND producer_key = ?2 AND ?2 != ''
+		UNION ALL
+		SELECT 1, epoch, seq FROM producers WHERE thread_id = ?1 AND key = ?2)
+		ORDER BY o LIMIT 1`
 )

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	tether "github.com/tetherhq/tether"
+	"github.com/tetherhq/tether/store"
 )
 
 // threadState is what the writer needs of a thread to check a batch. The
@@ -20,6 +21,30 @@ type threadState struct {
 	// row is the thread row as last written in full, to tell whether the
 	// next batch changes more than its log position.
 	row rowState
+	// producer is the state of the producer the thread row holds
+	// (threadProducerColumns); Key is "" when it holds none.
+	producer store.Producer
+}
+
+// nextProducer returns the producer state the thread row holds after a
+// batch that moves producers (the last of them), and the states the
+// batch must write to the producers table instead: each one that another
+// takes the row's place from. Most batches move only the row's own
+// producer and write no other row.
+func nextProducer(cur store.Producer, producers []store.Producer) (store.Producer, []store.Producer) {
+	var spill []store.Producer
+	for _, p := range producers {
+		switch {
+		case p.Key == "":
+			// Not a key the row can tell from "none": never held there.
+			spill = append(spill, p)
+			continue
+		case cur.Key != "" && cur.Key != p.Key:
+			spill = append(spill, cur)
+		}
+		cur = p
+	}
+	return cur, spill
 }
 
 // rowState is what a full write of a thread row sets.
@@ -58,7 +83,8 @@ func (s *Store) thread(id string) (*threadState, error) {
 		return st, nil
 	}
 	st := new(threadState)
-	err := s.w.threadState.QueryRow(id).Scan(&st.pk, &st.version, &st.last)
+	p := &st.producer
+	err := s.w.threadState.QueryRow(id).Scan(&st.pk, &st.version, &st.last, &p.Key, &p.Epoch, &p.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

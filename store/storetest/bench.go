@@ -18,8 +18,10 @@ import (
 // keeps one batch per thread in flight), so with many threads a store can
 // share its work (a transaction, an fsync, a round trip) among them. b.N
 // counts batches; events/s is the figure to watch, µs/commit the time one
-// thread waits for each.
-func BenchCommit(b *testing.B, s store.Store, threads, events int) {
+// thread waits for each. With producer, each batch also carries the new
+// state of its thread's one idempotent producer, as a worker's and an
+// in-process run's appends do.
+func BenchCommit(b *testing.B, s store.Store, threads, events int, producer bool) {
 	// What the hub would do: look at the records, nothing more.
 	var notified atomic.Int64
 	s.SetNotify(func(c *store.Committed) { notified.Add(int64(len(c.Records))) })
@@ -57,11 +59,18 @@ func BenchCommit(b *testing.B, s store.Store, threads, events int) {
 			}
 			version := int64(0)
 			row := tether.Thread{ID: id, Status: tether.ThreadBusy, CreatedAt: now, ActiveRunID: ev.RunID}
+			var prods []store.Producer
+			if producer {
+				prods = []store.Producer{{Key: ev.RunID + "/wrk_" + id, Epoch: 1}}
+			}
 			for next.Add(1) <= int64(b.N) {
+				if producer {
+					prods[0].Seq++
+				}
 				// As the engine does: every batch with events moves the row's
 				// updated_at (and so its place in the listing indexes).
 				row.UpdatedAt = tether.Now()
-				res, err := s.Commit(ctx, &store.Batch{ThreadID: id, Version: version, Events: evs, Encoded: encs, Thread: &row})
+				res, err := s.Commit(ctx, &store.Batch{ThreadID: id, Version: version, Events: evs, Encoded: encs, Thread: &row, Producers: prods})
 				if err != nil {
 					b.Error(err)
 					return

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	tether "github.com/tetherhq/tether"
@@ -50,6 +51,32 @@ func testProducers(t *testing.T, s *suite) {
 	_, err = st.Commit(ctx, bad)
 	wantErr(t, "a batch with a taken idempotency key", err, store.ErrExists)
 	check(st, "after failed batches")
+
+	// Producers that take turns on one thread each keep their newest
+	// state: also where a batch moves several, one of them twice, or moves
+	// one without events.
+	turns := []struct {
+		events    int
+		producers []store.Producer
+	}{
+		{1, []store.Producer{{Key: "run-1/w1", Epoch: 0, Seq: 2}}},
+		{1, []store.Producer{{Key: "run-1/w2", Epoch: 3, Seq: 8}}},
+		{2, []store.Producer{{Key: "run-1/w1", Epoch: 0, Seq: 3}, {Key: "run-1/w2", Epoch: 3, Seq: 9}, {Key: "run-1/w1", Epoch: 1, Seq: 0}}},
+		{1, []store.Producer{{Key: "run-1/w3", Epoch: 0, Seq: 0}}},
+		{0, []store.Producer{{Key: "run-1/w2", Epoch: 3, Seq: 10}}},
+		{1, nil},
+		{1, []store.Producer{{Key: "run-1/w2", Epoch: 3, Seq: 11}}},
+	}
+	version := int64(3)
+	for i, turn := range turns {
+		b := appendBatch(t, "t", version, turn.events, fmt.Sprintf("turn %d", i))
+		b.Producers = turn.producers
+		version = commit(t, st, b).Version
+		for _, p := range turn.producers {
+			want[p.Key] = p
+		}
+		check(st, fmt.Sprintf("after turn %d", i))
+	}
 
 	// The same producer key on another thread is another producer.
 	o := createBatch(t, "u", 0)
