@@ -92,9 +92,19 @@ func (r *Runner) Start() {
 	if len(r.names) == 0 {
 		return
 	}
-	r.loop.Add(1)
-	go r.claimLoop()
+	// Each claim waits for its commit. One claimer would start a burst
+	// of runs one commit at a time, and a commit takes longer the busier
+	// the store's writer is, which is when bursts come: several claim
+	// at once, and their commits share the writer's transactions.
+	sem := make(chan struct{}, r.opts.Concurrency)
+	for i := range min(r.opts.Concurrency, claimers) {
+		r.loop.Add(1)
+		go r.claimLoop(sem, i == 0)
+	}
 }
+
+// claimers is how many claims the runner has in flight at most.
+const claimers = 8
 
 // Shutdown stops claiming, waits for running agents until ctx ends, then
 // cancels the rest and aborts their runs (server_shutdown).
@@ -125,9 +135,13 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 // stopWait is how long Shutdown waits for agents after cancelling them.
 var stopWait = 5 * time.Second
 
-func (r *Runner) claimLoop() {
+// claimLoop claims runs and executes each in a goroutine of its own, until
+// claiming stops. sem holds a slot for each run executing and each claim waiting, so that
+// no more than Options.Concurrency runs execute at once. The first
+// claimer logs its failures as errors, the others at debug level: a
+// store outage fails them all alike.
+func (r *Runner) claimLoop(sem chan struct{}, first bool) {
 	defer r.loop.Done()
-	sem := make(chan struct{}, r.opts.Concurrency)
 	worker := "inproc@" + r.e.NodeID()
 	pause := time.Duration(0)
 	for {
@@ -154,7 +168,11 @@ func (r *Runner) claimLoop() {
 				// cluster without quorum): keep trying, less often, so
 				// that runs start again once it is back.
 				pause = nextPause(pause)
-				r.log.Error("claim", "err", err, "retry_in", pause)
+				level := slog.LevelDebug
+				if first {
+					level = slog.LevelError
+				}
+				r.log.Log(r.ctx, level, "claim", "err", err, "retry_in", pause)
 				if !sleep(r.ctx, pause) {
 					return
 				}
