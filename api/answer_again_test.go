@@ -228,3 +228,23 @@ func TestAISDKApprovalRepeatedWhileNextAsked(t *testing.T) {
 		t.Fatalf("a message that leaves approval 2 open: %d %s", r.status, r.body)
 	}
 }
+
+// TestAGUICancelSentAgainAfterValue: a resume[] that cancels a request
+// the run took a value for, once the run went on, is 409. It was taken
+// for a cancel sent again, and stopped the run.
+func TestAGUICancelSentAgainAfterValue(t *testing.T) {
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	run, _ := v.waitingRun("t1")
+	v.mustDo(202, "POST", "/v1/runs/"+run+"/input", `{"request_id":"q1","value":"latency"}`)
+	resume := runInput("t1", "ag-2", "", `{}`)
+	resume["messages"] = []any{}
+	resume["resume"] = []any{map[string]any{"interruptId": "q1", "status": "cancelled"}}
+	if r := v.do("POST", "/v1/ag-ui/ext", resume); r.status != 409 || r.code() != "conflict" {
+		t.Fatalf("a cancel of the answered q1: %d %s", r.status, r.body)
+	}
+	var snap struct{ Run tether.Run }
+	v.mustDo(200, "GET", "/v1/runs/"+run, nil).json(&snap)
+	if snap.Run.Status != tether.RunRunning || !snap.Run.CancelRequestedAt.IsZero() {
+		t.Fatalf("the run after the refused cancel: %+v", snap.Run)
+	}
+}
