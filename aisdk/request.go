@@ -210,20 +210,34 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 		}
 		return &Plan{Answer: a}, nil
 	}
-	if !known[last.ID] && snap != nil {
-		for _, r := range snap.Runs {
-			if r.ID == snap.Thread.ActiveRunID && r.Status == tether.RunWaiting && r.Request != nil {
-				// What the engine would refuse as an active run, said as
-				// the user sees it: a question left open.
-				if call := tether.ApprovalCall(r.Request); call != "" {
-					return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the approval of tool call %s (request %s): answer it (addToolApprovalResponse) or stop the run, then send", r.ID, call, r.Request.ID)
-				}
-				return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then send", r.ID, r.Request.ID)
-			}
+	if !known[last.ID] {
+		if err := WaitingError(snap, "send"); err != nil {
+			return nil, err
 		}
 	}
 	p.Key = "ai-sdk:" + last.ID
 	return p, nil
+}
+
+// WaitingError is what the engine refuses as an active run (run_active)
+// said as the user sees it, when the chat's active run waits for the
+// answer to its request: a question left open, to answer (or the run to
+// stop) before then ("send", "regenerate"). It is nil when the chat (snap,
+// nil for none yet) has no run waiting so.
+func WaitingError(snap *tether.Snapshot, then string) error {
+	if snap == nil {
+		return nil
+	}
+	for _, r := range snap.Runs {
+		if r.ID != snap.Thread.ActiveRunID || r.Status != tether.RunWaiting || r.Request == nil {
+			continue
+		}
+		if call := tether.ApprovalCall(r.Request); call != "" {
+			return tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the approval of tool call %s (request %s): answer it (addToolApprovalResponse) or stop the run, then %s", r.ID, call, r.Request.ID, then)
+		}
+		return tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then %s", r.ID, r.Request.ID, then)
+	}
+	return nil
 }
 
 // edited reports whether the thread holds a message of m's id with
