@@ -17,7 +17,7 @@ type planner struct {
 	tx        *runs.Tx
 	now       tether.Time
 	events    []*tether.Event
-	encoded   [][]byte // events' encodings made by the plan (emitEncoded); nil where prepare makes them
+	encoded   [][]byte               // events' encodings made by the plan (emitEncoded); nil where prepare makes them
 	leases    map[string]store.Lease // run ID → new lease
 	extras    map[string]*runExtra   // runs created by this plan
 	idem      map[string]string
