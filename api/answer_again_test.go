@@ -154,15 +154,13 @@ func askCallApproval(v *env, run string, lease []string, call string) {
 		`{"type":"run.waiting","request":{"id":"ap-`+call+`","kind":"approval","payload":{"tool":"search","call_id":"`+call+`"}}}]`, lease...)
 }
 
-// TestAISDKApprovalRepeatedWhileNextAsked: useChat's answer to approval 1
-// (addToolApprovalResponse) sent again, while the run asks approval 2. It
-// got 400 (the message was taken for one that leaves approval 2
-// unanswered).
-func TestAISDKApprovalRepeatedWhileNextAsked(t *testing.T) {
-	const chat = "ap2"
-	const chatPath = "/v1/ai-sdk/ext/chat"
-	v := newEnvEngine(t, api.Options{}, engine.Options{})
-	asked := v.goDo("POST", chatPath, chatBody(chat, []any{userMsg("u1", "search twice")}, `{}`))
+// extChat sends the first message of chat to agent "ext", claims its
+// run as a worker, starts its answer a1 and asks (ask) what the run waits
+// on; it returns the run and the lease header once the chat's stream
+// ended with the question.
+func (v *env) extChat(chat string, ask func(run string, lease []string)) (string, []string) {
+	v.t.Helper()
+	asked := v.goDo("POST", chatPath, chatBody(chat, []any{userMsg("u1", "ask twice")}, `{}`))
 	var claim struct {
 		Run   tether.Run
 		Lease struct{ Token string }
@@ -170,10 +168,25 @@ func TestAISDKApprovalRepeatedWhileNextAsked(t *testing.T) {
 	v.mustDo(200, "POST", "/v1/workers/claim", `{"worker_id":"w1","agents":["ext"],"wait_ms":5000}`).json(&claim)
 	run, lease := claim.Run.ID, []string{"Tether-Lease", claim.Lease.Token}
 	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"message.started","message_id":"a1","role":"assistant"}]`, lease...)
-	askCallApproval(v, run, lease, "c1")
+	ask(run, lease)
 	if r := <-asked; r.status != 200 {
-		t.Fatalf("the question: %d %s", r.status, r.body)
+		v.t.Fatalf("the question: %d %s", r.status, r.body)
 	}
+	return run, lease
+}
+
+// chatPath is the AI SDK chat of agent "ext", whose runs a test's worker
+// makes.
+const chatPath = "/v1/ai-sdk/ext/chat"
+
+// TestAISDKApprovalRepeatedWhileNextAsked: useChat's answer to approval 1
+// (addToolApprovalResponse) sent again, while the run asks approval 2. It
+// got 400 (the message was taken for one that leaves approval 2
+// unanswered).
+func TestAISDKApprovalRepeatedWhileNextAsked(t *testing.T) {
+	const chat = "ap2"
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	run, lease := v.extChat(chat, func(run string, lease []string) { askCallApproval(v, run, lease, "c1") })
 
 	var msgs []aisdk.UIMessage
 	v.mustDo(200, "GET", chatPath+"/"+chat+"/messages", nil).json(&msgs)
@@ -246,5 +259,48 @@ func TestAGUICancelSentAgainAfterValue(t *testing.T) {
 	v.mustDo(200, "GET", "/v1/runs/"+run, nil).json(&snap)
 	if snap.Run.Status != tether.RunRunning || !snap.Run.CancelRequestedAt.IsZero() {
 		t.Fatalf("the run after the refused cancel: %+v", snap.Run)
+	}
+}
+
+// TestAISDKOutputRepeatedWhileNextAsked: useChat's output to a request's
+// part (addToolOutput) sent again while the run asks its next request.
+func TestAISDKOutputRepeatedWhileNextAsked(t *testing.T) {
+	const chat = "out2"
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	ask := func(run string, lease []string, id string) {
+		v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"run.waiting","request":{"id":"`+id+`","kind":"input","payload":{"prompt":"Which?"}}}]`, lease...)
+	}
+	run, lease := v.extChat(chat, func(run string, lease []string) { ask(run, lease, "q1") })
+	var msgs []map[string]any
+	v.mustDo(200, "GET", chatPath+"/"+chat+"/messages", nil).json(&msgs)
+	held := msgs[len(msgs)-1]
+	parts := held["parts"].([]any)
+	req := parts[len(parts)-1].(map[string]any)
+	if req["toolCallId"] != "q1" {
+		t.Fatalf("the answer's last part %v, want request q1's", req)
+	}
+	req["state"], req["output"] = "output-available", "latency"
+	body := map[string]any{"id": chat, "messages": []any{msgs[0], held}, "trigger": "submit-message"}
+	answered := v.goDo("POST", chatPath, body)
+	waitInputs(t, v, chat, 1)
+	ask(run, lease, "q2")
+	r := <-answered
+	if r.status != 200 {
+		t.Fatalf("the answer: %d %s", r.status, r.body)
+	}
+	first := parseUI(t, string(r.body))
+	r = v.do("POST", chatPath, body)
+	if r.status != 200 {
+		t.Fatalf("q1's output sent again while q2 is asked: %d %s", r.status, r.body)
+	}
+	if again := parseUI(t, string(r.body)); len(again) != len(first) || again[len(again)-1].raw != first[len(first)-1].raw {
+		t.Fatalf("the output sent again streams %d frames, the first time %d", len(again), len(first))
+	}
+	if in := v.inputsOf(chat); len(in) != 1 {
+		t.Fatalf("%d run.input events, want 1", len(in))
+	}
+	req["output"] = "throughput"
+	if r := v.do("POST", chatPath, body); r.status != 409 || r.code() != "conflict" {
+		t.Fatalf("another output for q1: %d %s", r.status, r.body)
 	}
 }
