@@ -210,20 +210,34 @@ func PlanChat(req *ChatRequest, snap *tether.Snapshot) (*Plan, error) {
 		}
 		return &Plan{Answer: a}, nil
 	}
-	if !known[last.ID] && snap != nil {
-		for _, r := range snap.Runs {
-			if r.ID == snap.Thread.ActiveRunID && r.Status == tether.RunWaiting && r.Request != nil {
-				// What the engine would refuse as an active run, said as
-				// the user sees it: a question left open.
-				if call := tether.ApprovalCall(r.Request); call != "" {
-					return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the approval of tool call %s (request %s): answer it (addToolApprovalResponse) or stop the run, then send", r.ID, call, r.Request.ID)
-				}
-				return nil, tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then send", r.ID, r.Request.ID)
-			}
+	if !known[last.ID] {
+		if err := WaitingError(snap, "send"); err != nil {
+			return nil, err
 		}
 	}
 	p.Key = "ai-sdk:" + last.ID
 	return p, nil
+}
+
+// WaitingError is what the engine refuses as an active run (run_active)
+// said as the user sees it, when the chat's active run waits for the
+// answer to its request: a question left open, to answer (or the run to
+// stop) before then ("send", "regenerate"). It is nil when the chat (snap,
+// nil for none yet) has no run waiting so.
+func WaitingError(snap *tether.Snapshot, then string) error {
+	if snap == nil {
+		return nil
+	}
+	for _, r := range snap.Runs {
+		if r.ID != snap.Thread.ActiveRunID || r.Status != tether.RunWaiting || r.Request == nil {
+			continue
+		}
+		if call := tether.ApprovalCall(r.Request); call != "" {
+			return tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the approval of tool call %s (request %s): answer it (addToolApprovalResponse) or stop the run, then %s", r.ID, call, r.Request.ID, then)
+		}
+		return tether.Errorf(tether.CodeRunActive, "the chat's run %s waits for the answer to its request %s: answer it (its part's output, addToolOutput) or stop the run, then %s", r.ID, r.Request.ID, then)
+	}
+	return nil
 }
 
 // edited reports whether the thread holds a message of m's id with
@@ -272,6 +286,14 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 						v = json.RawMessage("null")
 					}
 					return &Answer{RunID: r.ID, RequestID: r.Request.ID, Value: v}, nil
+				}
+			}
+			if !holdsRequest(last, r) {
+				// The message before the open request reached the client:
+				// its answer to an earlier request, sent again (its POST's
+				// answer was lost).
+				if a := answerGiven(last, r, snap.Messages); a != nil {
+					return a, nil
 				}
 			}
 			if approval != "" {
@@ -323,9 +345,7 @@ func approvalAnswer(part InPart, id string) json.RawMessage {
 }
 
 // repeatedAnswer finds, in a message sent again (its POST's answer was
-// lost), the answer it gave: the last output set on a request part, or
-// approval answered on a call's part (the request that asked it is then
-// found in the run's log: Answer.CallID), of a run that no longer waits,
+// lost), the answer it gave (answerGiven) to a run that no longer waits,
 // whose UI message it is (named by the run while it had no assistant
 // message yet). Whether the run took that answer is the engine's to say
 // (SubmitInput: the same answer to an answered request is that answer;
@@ -336,22 +356,44 @@ func repeatedAnswer(last InMessage, snap *tether.Snapshot) *Answer {
 		if r.Status == tether.RunWaiting || r.Status == tether.RunPending || uiMessageID(r, snap.Messages) != last.ID && r.ID != last.ID {
 			continue
 		}
-		for j := len(last.Parts) - 1; j >= 0; j-- {
-			part := last.Parts[j]
-			if part.Type == "dynamic-tool" && part.State == StateOutput && tether.ValidID(part.ToolCallID) {
-				v := part.Output
-				if len(v) == 0 {
-					v = json.RawMessage("null")
-				}
-				return &Answer{RunID: r.ID, RequestID: part.ToolCallID, Value: v}
-			}
-			if v := approvalAnswer(part, callApprovalID(r, snap.Messages, part.ToolCallID)); v != nil {
-				return &Answer{RunID: r.ID, CallID: part.ToolCallID, Value: v}
-			}
-		}
-		return nil
+		return answerGiven(last, r, snap.Messages)
 	}
 	return nil
+}
+
+// answerGiven returns the answer a client's message gave to a request of
+// run r: the last output set on a request part, or approval answered on a
+// call's part (the request that asked it is then found in the run's log:
+// Answer.CallID); nil if it gives none.
+func answerGiven(last InMessage, r tether.Run, msgs []tether.Message) *Answer {
+	for j := len(last.Parts) - 1; j >= 0; j-- {
+		part := last.Parts[j]
+		if part.Type == "dynamic-tool" && part.State == StateOutput && tether.ValidID(part.ToolCallID) {
+			v := part.Output
+			if len(v) == 0 {
+				v = json.RawMessage("null")
+			}
+			return &Answer{RunID: r.ID, RequestID: part.ToolCallID, Value: v}
+		}
+		if v := approvalAnswer(part, callApprovalID(r, msgs, part.ToolCallID)); v != nil {
+			return &Answer{RunID: r.ID, CallID: part.ToolCallID, Value: v}
+		}
+	}
+	return nil
+}
+
+// holdsRequest reports whether a client's message holds the part of the
+// request waiting run r asks: its request part, or the part of the call
+// whose approval it asks. A message that holds it was sent after the
+// request reached the client, so it is not an earlier answer sent again.
+func holdsRequest(last InMessage, r tether.Run) bool {
+	call := tether.ApprovalCall(r.Request)
+	for _, part := range last.Parts {
+		if part.ToolCallID != "" && (part.ToolCallID == r.Request.ID || part.ToolCallID == call) {
+			return true
+		}
+	}
+	return false
 }
 
 // callApprovalID is the id of the approval of the run's tool call callID

@@ -70,6 +70,9 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc, err := s.e.CreateRun(ctx, req.ID, run)
+	if tether.CodeOf(err) == tether.CodeRunActive {
+		err = s.aisdkRunActive(r, req, err)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -82,6 +85,25 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	s.aisdkServe(w, r, engine.SubscribeRequest{RunID: rc.Run.ID, Cursor: rc.Before}, func(sub *engine.Subscription) (*aisdk.Stream, []aisdk.Chunk, tether.Offset, error) {
 		return aisdk.NewStream(rc.Run), nil, "", nil
 	})
+}
+
+// aisdkRunActive says why a chat request that creates a run was refused
+// as the chat has an active run (err): when the run waits for the answer
+// to its request (a regenerate, or a message sent as the run asked),
+// that the question is open and what to do; else err.
+func (s *Server) aisdkRunActive(r *http.Request, req *aisdk.ChatRequest, err error) error {
+	snap, terr := s.e.Thread(r.Context(), req.ID)
+	if terr != nil {
+		return err
+	}
+	then := "send"
+	if req.Trigger == aisdk.TriggerRegenerate {
+		then = "regenerate"
+	}
+	if werr := aisdk.WaitingError(snap, then); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // aisdkPlan plans a chat request on the thread as it stands (snap, nil

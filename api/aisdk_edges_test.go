@@ -288,3 +288,18 @@ func TestAISDKNewMessageWhileAsked(t *testing.T) {
 	}
 	v.mustDo(202, "POST", chatAPI+"/c/stop", nil)
 }
+
+// TestAISDKRegenerateWhileAsked: a regenerate sent while the chat's run
+// waits for a tool call's approval is 409 run_active saying so, and what
+// to do, as a new message is (TestAISDKNewMessageWhileAsked); it said only
+// that the thread had an active run.
+func TestAISDKRegenerateWhileAsked(t *testing.T) {
+	v := newEnv(t, api.Options{})
+	askApproval(t, v, "rg")
+	regen := map[string]any{"id": "rg", "messages": []any{userMsg("u1", "search, if I allow it")}, "trigger": "regenerate-message"}
+	r := v.do("POST", chatAPI, regen)
+	if r.status != 409 || r.code() != "run_active" || !strings.Contains(string(r.body), "waits for the approval") || !strings.Contains(string(r.body), "then regenerate") {
+		t.Fatalf("a regenerate while the run asks an approval: %d %s", r.status, r.body)
+	}
+	v.mustDo(202, "POST", chatAPI+"/rg/stop", nil)
+}

@@ -61,7 +61,7 @@ func TestStateSizeBounded(t *testing.T) {
 	v.mustDo(200, "POST", path, `[{"type":"state.delta","patch":[{"op":"remove","path":"/b0"}]}]`, lease...)
 }
 
-// A thread's state is bounded in depth: each patch's body nests at most 256
+// A thread's state is bounded in depth (255 levels): each patch's body nests at most 256
 // levels, but a patch may add its value at the end of a deep path, so
 // without a bound on the whole two patches made a state Python's json cannot
 // read. The append that would go over is too_large and writes nothing.
@@ -87,7 +87,12 @@ func TestStateDepthBounded(t *testing.T) {
 	if want := `{"d":` + deep + `,"e":` + deep + `}`; string(snap.State) != want {
 		t.Fatalf("the refused patches changed the state: %.80s", snap.State)
 	}
-	// Up to the bound is fine: 256 levels.
-	ok := strings.Repeat(`{"x":`, 55) + "1" + strings.Repeat("}", 55)
+	// Up to the bound is fine: 255 levels (a front end sends the state
+	// back one level inside a body of at most 256), and not one more.
+	over := strings.Repeat(`{"x":`, 55) + "1" + strings.Repeat("}", 55)
+	if r := v.do("POST", path, `[{"type":"state.delta","patch":[{"op":"add","path":"`+ptr+`","value":`+over+`}]}]`, lease...); r.status != 413 {
+		t.Fatalf("a patch making the state 256 levels deep: %d %s", r.status, r.body)
+	}
+	ok := strings.Repeat(`{"x":`, 54) + "1" + strings.Repeat("}", 54)
 	v.mustDo(200, "POST", path, `[{"type":"state.delta","patch":[{"op":"add","path":"`+ptr+`","value":`+ok+`}]}]`, lease...)
 }

@@ -15,31 +15,26 @@ import (
 // it edits a little of it between runs and sends it whole with every run:
 // written whole it would be refused, that run and every later one.
 
-// frontStateEvent returns the event that makes state the thread's, whose
-// state is now from (nil while null), for run runID at now; nil if it is
-// the thread's already.
-func (e *Engine) frontStateEvent(runID string, from, state json.RawMessage, now tether.Time) (*tether.Event, error) {
-	ev := &tether.Event{Type: tether.EventStateSnapshot, RunID: runID, TS: now, State: state}
-	if e.fits(ev) {
-		return ev, nil
+// frontState emits the event of run runID that makes state the thread's
+// (nothing if it is the thread's already). The encoding that tells
+// whether the event fits is the one committed (emitEncoded): a front
+// end's state, sent whole with every run, is encoded once.
+func (p *planner) frontState(runID string, state json.RawMessage) error {
+	ev := &tether.Event{Type: tether.EventStateSnapshot, RunID: runID, State: state}
+	if b, err := p.encode(ev); err == nil {
+		return p.emitEncoded(ev, b)
 	}
-	if from != nil {
+	if from := p.tx.State(); from != nil {
 		patch := runs.StatePatch(from, state)
 		if string(patch) == "[]" {
-			return nil, nil
+			return nil
 		}
-		d := &tether.Event{Type: tether.EventStateDelta, RunID: runID, TS: now, Patch: patch}
-		if e.fits(d) {
-			return d, nil
+		d := &tether.Event{Type: tether.EventStateDelta, RunID: runID, Patch: patch}
+		if b, err := p.encode(d); err == nil {
+			return p.emitEncoded(d, b)
 		}
 	}
-	return nil, e.frontStateTooLarge(state)
-}
-
-// fits reports whether ev is within the largest event.
-func (e *Engine) fits(ev *tether.Event) bool {
-	b, err := ev.Encode()
-	return err == nil && len(b) <= e.opts.MaxEventBytes
+	return p.e.frontStateTooLarge(state)
 }
 
 func (e *Engine) frontStateTooLarge(state json.RawMessage) error {
@@ -47,15 +42,41 @@ func (e *Engine) frontStateTooLarge(state json.RawMessage) error {
 }
 
 // checkNewThreadState returns what a run request's state gets on a
-// thread with no state yet, which it must give whole.
+// thread with no state yet, which it must give whole. The run is not
+// made yet, so neither is the event the run commits: a state that fits
+// for certain (snapshotBound) is not encoded here, which leaves the run's
+// own encoding the only one.
 func (e *Engine) checkNewThreadState(state json.RawMessage) error {
-	if len(state) == 0 {
+	if len(state) == 0 || snapshotBound(state) <= e.opts.MaxEventBytes {
 		return nil
 	}
 	// A run ID as long as the engine's, and a timestamp as long.
 	ev := &tether.Event{Type: tether.EventStateSnapshot, RunID: tether.NewID("run_"), TS: tether.Now(), State: state}
-	if !e.fits(ev) {
+	if _, err := e.encodeEvent(ev); err != nil {
 		return e.frontStateTooLarge(state)
 	}
 	return nil
 }
+
+// snapshotBound is at least the size of the encoding of a state.snapshot
+// event of state (Event.Encode) by any run: the encoding writes the state
+// compact, with <, > and & as \u003c (5 bytes more each) and U+2028 and
+// U+2029 as \u2028 (3 more), and the event's other fields (type, ts,
+// run_id) in less than snapshotFields.
+func snapshotBound(state json.RawMessage) int {
+	n := len(state) + snapshotFields
+	for i, c := range state {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == 0xE2 && i+2 < len(state) && state[i+1] == 0x80 && state[i+2]&^1 == 0xA8:
+			n += 3
+		}
+	}
+	return n
+}
+
+// snapshotFields bounds what a state.snapshot's encoding holds besides
+// its state: `{"type":"state.snapshot","ts":"…","run_id":"run_…","state":}`
+// is under 120 bytes with the engine's run IDs and timestamps.
+const snapshotFields = 256

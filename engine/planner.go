@@ -17,6 +17,7 @@ type planner struct {
 	tx        *runs.Tx
 	now       tether.Time
 	events    []*tether.Event
+	encoded   [][]byte               // events' encodings made by the plan (emitEncoded); nil where prepare makes them
 	leases    map[string]store.Lease // run ID → new lease
 	extras    map[string]*runExtra   // runs created by this plan
 	idem      map[string]string
@@ -30,12 +31,31 @@ func (p *planner) run(id string) (tether.Run, bool) { return p.tx.Run(id) }
 
 // emit validates ev against the state (including earlier events of this
 // plan) and adds it. The server sets ts.
-func (p *planner) emit(ev *tether.Event) error {
+func (p *planner) emit(ev *tether.Event) error { return p.emitEncoded(ev, nil) }
+
+// encode returns ev's encoding as the plan commits it (its ts set), or
+// *eventSizeError if it is over the largest event: for a plan that must
+// know before it emits ev (emitEncoded) whether ev fits.
+func (p *planner) encode(ev *tether.Event) ([]byte, error) {
+	ev.TS = p.now
+	return p.e.encodeEvent(ev)
+}
+
+// emitEncoded is emit for an event the plan encoded (encode) as b, left
+// unchanged since: b is what is committed, so that the size check the
+// plan made is the only encoding. A nil b is emit's.
+func (p *planner) emitEncoded(ev *tether.Event, b []byte) error {
 	ev.TS = p.now
 	if err := p.tx.Apply(ev); err != nil {
 		return eventErr(len(p.events), ev, err)
 	}
+	if b != nil && p.encoded == nil {
+		p.encoded = make([][]byte, len(p.events), len(p.events)+1)
+	}
 	p.events = append(p.events, ev)
+	if p.encoded != nil {
+		p.encoded = append(p.encoded, b)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	tether "github.com/tetherhq/tether"
@@ -15,12 +16,17 @@ func (e *Engine) prepare(p *planner) (*pending, error) {
 	pd := &pending{events: p.events, done: make(chan outcome, 1), settled: make(chan struct{})}
 	pd.encoded = make([][]byte, len(p.events))
 	for i, ev := range p.events {
-		b, err := ev.Encode()
+		if i < len(p.encoded) && p.encoded[i] != nil {
+			pd.encoded[i] = p.encoded[i] // checked when the plan encoded it
+			continue
+		}
+		b, err := e.encodeEvent(ev)
+		var size *eventSizeError
+		if errors.As(err, &size) {
+			return nil, tether.Errorf(tether.CodeTooLarge, "event %d (%s) is %v", i, ev.Type, size)
+		}
 		if err != nil {
 			return nil, tether.Wrap(err, tether.CodeBadRequest, fmt.Sprintf("event %d (%s) cannot be encoded", i, ev.Type))
-		}
-		if len(b) > e.opts.MaxEventBytes {
-			return nil, tether.Errorf(tether.CodeTooLarge, "event %d (%s) is %d bytes; the limit is %d", i, ev.Type, len(b), e.opts.MaxEventBytes)
 		}
 		pd.encoded[i] = b
 	}

@@ -190,14 +190,8 @@ func (e *Engine) createRun(ctx context.Context, threadID string, req RunRequest,
 			return err
 		}
 		if len(req.State) > 0 {
-			ev, err := e.frontStateEvent(run.ID, p.tx.State(), req.State, p.now)
-			if err != nil {
+			if err := p.frontState(run.ID, req.State); err != nil {
 				return err
-			}
-			if ev != nil {
-				if err := p.emit(ev); err != nil {
-					return err
-				}
 			}
 		}
 		for _, in := range req.Input.Messages {
@@ -339,7 +333,7 @@ func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value
 				return tether.Errorf(tether.CodeNotFound, "run %s not found", clip.ID(runID))
 			}
 			if r.Status == tether.RunWaiting && r.Request != nil && r.Request.ID == requestID {
-				return p.emit(&tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value})
+				return p.answer(runID, requestID, value)
 			}
 			switch answered, same := p.tx.Answered(runID, requestID, value); {
 			case same:
@@ -371,6 +365,23 @@ func (e *Engine) SubmitInput(ctx context.Context, runID, requestID string, value
 			return tether.Run{}, ctx.Err()
 		}
 	}
+}
+
+// answer emits run.input: the answer value to request requestID of run
+// runID. An answer over the largest event is refused as the client knows
+// it: its answer, not "event 0 (run.input)".
+func (p *planner) answer(runID, requestID string, value json.RawMessage) error {
+	ev := &tether.Event{Type: tether.EventRunInput, RunID: runID, RequestID: requestID, Value: value}
+	b, err := p.encode(ev)
+	var size *eventSizeError
+	if errors.As(err, &size) {
+		return tether.Errorf(tether.CodeTooLarge, "the answer to request %q is too large: %d bytes of JSON, %d bytes as the run's run.input event, over the largest event this server takes (%d bytes); send a smaller answer",
+			clip.ID(requestID), len(value), size.size, size.limit)
+	}
+	if err != nil {
+		b = nil // prepare says what is wrong with it, as for any event
+	}
+	return p.emitEncoded(ev, b)
 }
 
 // committedAnswer reports whether the run took value for requestID in a

@@ -92,7 +92,7 @@
 //     test) it is conflict and the state does not change. See
 //     jsonpatch.go for what the application tolerates beyond the RFC.
 //   - state.snapshot and state.delta, in a Tx (a new write), not in a
-//     State's fold: a state over 8 MiB or 256 levels deep is too_large
+//     State's fold: a state over 8 MiB or 255 levels deep is too_large
 //     (maxStateBytes, maxStateDepth).
 //   - run.cancel_requested: sets cancel_requested_at, the first time only.
 //   - run.finished: status done|error|cancelled|aborted required; error, if

@@ -40,15 +40,19 @@ const maxPatchCopy = 1 << 20
 // nests deeper than any body, past what readers decode (Python's json
 // stops near 1,000 levels). The state is in memory for every thread a
 // node holds and in every snapshot sent, so its bound is a few bodies'
-// worth. A log stored before the bound still folds: only Tx checks it.
+// worth. Its depth is one level less than a body's: a front end sends the
+// state back inside its request (AG-UI's RunAgentInput.state, one level
+// in), so a state that the bodies' bound would refuse there is refused
+// where it comes in, not at every later run. A log stored before the
+// bound still folds: only Tx checks it.
 const (
 	maxStateBytes = 8 << 20
-	maxStateDepth = nest.Max
+	maxStateDepth = nest.Max - 1
 )
 
 // CheckState returns the error a state.snapshot of state gets for its
 // value alone: bad_request if it is not JSON, too_large if its compact
-// JSON is over 8 MiB or nests deeper than 256 levels. A caller that must
+// JSON is over 8 MiB or nests deeper than 255 levels. A caller that must
 // write nothing when the snapshot would be refused checks it first.
 func CheckState(state json.RawMessage) error {
 	var c bytes.Buffer

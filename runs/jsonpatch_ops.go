@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 )
@@ -29,7 +30,7 @@ var (
 	errNoParent   = errors.New("names a location whose parent does not exist in the state")
 	errTestFailed = errors.New("failed: the value differs")
 	errCopyLimit  = errors.New("copies more than 1 MiB in one patch")
-	errStateDepth = errors.New("would nest the state more than 256 levels deep")
+	errStateDepth = fmt.Errorf("would nest the state more than %d levels deep", maxStateDepth)
 	errStateSize  = errors.New("would make the state larger than 8 MiB")
 )
 
