@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/api"
+	"github.com/tetherhq/tether/engine"
 )
 
 // stateRun starts a run of agent "graph" on thread t1 and returns the path
@@ -30,7 +32,10 @@ func stateRun(t *testing.T, v *env) (string, []string) {
 // whole a few appends made a state of many MiB. The append that would go
 // over is too_large and writes nothing.
 func TestStateSizeBounded(t *testing.T) {
-	v := newEnv(t, api.Options{})
+	// Each append folds and measures a state of up to 16 MiB: under the
+	// race detector on a busy machine one may take longer than the
+	// default test lease of 5 s, which its append renews.
+	v := newEnvEngine(t, api.Options{}, engine.Options{AcceptAgent: func(n string) bool { return n == "demo" }, LeaseTTL: time.Minute})
 	path, lease := stateRun(t, v)
 	big := strings.Repeat("x", 900<<10)
 	v.mustDo(200, "POST", path, `[{"type":"state.snapshot","state":{"a":"`+big+`"}}]`, lease...)
