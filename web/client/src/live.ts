@@ -8,7 +8,7 @@ import { ThreadStore, type ApplyResult } from './store.js';
 import type { ConnectionOptions, ConnectionState, StatusInfo, SubscribeOptions, Subscription } from './subscription.js';
 import { defaultTimers, type Timers } from './timing.js';
 import type { JSONValue, Offset, Run, Snapshot, TetherEvent } from './types.js';
-import { isTerminalRunStatus } from './types.js';
+import { compareOffsets, isTerminalRunStatus } from './types.js';
 
 /** Options of {@link TetherClient.followThread}, {@link TetherClient.followRun} and {@link TetherClient.startRun}. */
 export interface FollowOptions extends ConnectionOptions {
@@ -183,10 +183,26 @@ abstract class Live {
     if (snap) this.applyFetched(snap, true);
   }
 
-  /** Replaces a diverged state with the server's. */
+  /**
+   * Replaces a diverged state with the server's. The stream goes on while
+   * the snapshot is fetched: one older than what it delivered meanwhile
+   * would take the state back (a run that ended here would show running
+   * again, with nothing more to come to end it), so it is fetched again,
+   * and is then as new, since what the stream delivers was committed
+   * first. Still older (a server behind), it is applied and the stream
+   * resumes right after it, so that nothing it delivered since is lost.
+   */
   private async resync(): Promise<void> {
-    const snap = await this.fetchSnapshot();
-    if (snap) this.applyFetched(snap, false, true);
+    let snap: Snapshot | undefined;
+    let older = false;
+    for (let tries = 0; tries < 3; tries++) {
+      snap = await this.fetchSnapshot();
+      if (!snap || this.closedFlag) return;
+      older = compareOffsets(snap.offset, this.subscription.cursor) < 0;
+      if (!older) break;
+    }
+    this.applyFetched(snap!, false, true);
+    if (older && !this.closedFlag) this.subscription.reconnect();
   }
 
   private startRecovery(): void {

@@ -151,6 +151,8 @@ export interface Attempt {
   cause?: TetherError;
   /** It was aborted because the connection looks dead (silent too long), not just unwanted. */
   dead?: boolean;
+  /** It was aborted by {@link Subscription.reconnect}: the subscription connects again at once. */
+  again?: boolean;
   /** How the connection went; the connector fills in how it ended. */
   readonly o: Outcome;
   /** When data last arrived (the timers' clock); the stall detector reads it. */
@@ -316,6 +318,7 @@ export class SubscriptionImpl implements Subscription {
       if (a && a.signal === this.ac.signal) {
         a.cause = cause;
         a.dead = dead;
+        a.again = this.immediate;
       }
       // No reason: fetch implementations reject pending reads with it, and
       // a custom reason can surface as an unhandled rejection in some.

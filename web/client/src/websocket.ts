@@ -16,7 +16,7 @@ import type { RunRequest, SubscriptionTransport, TetherClient } from './client.j
 import { TetherError, errorFromResponse, toTetherError } from './errors.js';
 import { sseConnector } from './sse-stream.js';
 import type { Attempt, Connector, SubscriptionImpl } from './subscription.js';
-import { defaultTimers } from './timing.js';
+import { defaultTimers, type Timers } from './timing.js';
 import type { ConnectedInfo, Snapshot, TetherEvent } from './types.js';
 import { isEventOffset } from './types.js';
 
@@ -104,9 +104,13 @@ class Sockets implements Connector {
     readonly opts: WebSocketOptions,
   ) {}
 
-  // The client's clock: a socket's frames are every subscription's.
+  // The client's clock and timers: a socket's frames are every subscription's.
+  get timers(): Timers {
+    return this.client.options.timers ?? defaultTimers;
+  }
+
   now(): number {
-    return (this.client.options.timers ?? defaultTimers).now();
+    return this.timers.now();
   }
 
   /** A socket opened (upgraded), or was refused its upgrade (426). */
@@ -152,6 +156,7 @@ class Socket {
   token: string | undefined;
   readonly chans = new Map<string, Channel>();
   private ws: WebSocketLike | undefined;
+  private idle: unknown; // the timer that closes it if no channel comes back
 
   constructor(readonly m: Sockets) {
     this.last = m.now();
@@ -238,14 +243,34 @@ class Socket {
     for (const c of chans) c.drop(err, fatal, false);
   }
 
-  /** Closes the socket once it carries no channel. */
-  release(): void {
-    if (this.chans.size === 0) this.shut();
+  /** A channel joins: the socket is not closed for carrying none. */
+  join(id: string, c: Channel): void {
+    this.chans.set(id, c);
+    this.m.timers.clearTimeout(this.idle);
+    this.idle = undefined;
+  }
+
+  /**
+   * Closes the socket once it carries no channel. `again`: the channel
+   * that left comes back at once (the server asked it to resume, or its
+   * subscription reconnects), so the socket is kept until the end of the
+   * turn for it: a lone subscription would otherwise close the socket and
+   * open another to subscribe again.
+   */
+  release(again = false): void {
+    if (this.chans.size > 0) return;
+    if (!again || this.retired || this.full || this.state === CLOSED) return this.shut();
+    this.idle ??= this.m.timers.setTimeout(() => {
+      this.idle = undefined;
+      if (this.chans.size === 0) this.shut();
+    }, 0);
   }
 
   private forget(): void {
     this.state = CLOSED;
     this.m.sockets.delete(this);
+    this.m.timers.clearTimeout(this.idle);
+    this.idle = undefined;
   }
 
   private shut(): void {
@@ -271,7 +296,7 @@ class Channel {
     private readonly id: string,
     private readonly resolve: () => void,
   ) {
-    sock.chans.set(id, this);
+    sock.join(id, this);
     a.activity = () => sock.last;
     a.signal.addEventListener('abort', this.aborted);
     if (sock.state === OPEN) this.send();
@@ -366,7 +391,7 @@ class Channel {
     this.a.signal.removeEventListener('abort', this.aborted);
     this.sock.chans.delete(this.id);
     this.sock.full = full;
-    this.sock.release();
+    this.sock.release(!!(this.a.o.now || this.a.again));
     this.resolve();
   }
 }

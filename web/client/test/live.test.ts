@@ -175,6 +175,64 @@ describe('reconciliation', () => {
     live.close();
   });
 
+  it('a resync snapshot older than what the stream delivered meanwhile does not take the state back: it is fetched again', async () => {
+    const p = ff.expectSSE();
+    const live = client.followThread('t1', { reconcileIntervalMs: 0 });
+    const pipe = await p;
+    pipe.push(connected() + `id: ${ev[5]!.offset}\nevent: snapshot\ndata: ${JSON.stringify(snapshotAfter(6))}\n\n`);
+    await settle();
+    expect(live.store.getState().activeRun?.id).toBe('r1');
+    // Every state the store shows from here: once r1 ended it must stay so.
+    const shown: (string | undefined)[] = [];
+    live.store.subscribe(() => shown.push(live.store.getState().runs[0]?.status));
+    // The server's state when it answers the first GET: the custom event
+    // (07), before the end of the run that the stream then delivers; later
+    // answers have the whole run.
+    let gets = 0;
+    serverSnapshot = () => snapshotAfter(gets++ === 0 ? 7 : ev.length);
+    // An event this store refuses (it diverged from the server), then the
+    // rest of the run, in one read: the resync's GET is answered after.
+    const bogus = { ...ev[6]!, type: 'text.delta', message_id: 'not-here', delta: 'x' };
+    pipe.push(eventFrame(bogus) + ev.slice(7).map(eventFrame).join(''));
+    await settle();
+    const st = live.store.getState();
+    expect(st.runs[0]!.status).toBe('done');
+    expect(st.activeRun).toBeUndefined();
+    expect(st.offset).toBe(ev[ev.length - 1]!.offset);
+    expect(st.messages[1]!.parts).toEqual([{ type: 'text', text: 'Hello world' }]);
+    expect(st.needsResync).toBe(false);
+    expect(snapshotTimes).toHaveLength(2);
+    expect(shown.slice(shown.indexOf('done'))).toEqual(shown.slice(shown.indexOf('done')).map(() => 'done'));
+    expect(live.subscription.state).toBe('open'); // nothing lost on the stream: not reconnected
+    live.close();
+  });
+
+  it('a resync snapshot still older after it was fetched again is applied, and the stream resumes right after it', async () => {
+    const p = ff.expectSSE();
+    const live = client.followThread('t1', { reconcileIntervalMs: 0 });
+    const pipe = await p;
+    pipe.push(connected() + `id: ${ev[5]!.offset}\nevent: snapshot\ndata: ${JSON.stringify(snapshotAfter(6))}\n\n`);
+    await settle();
+    serverSnapshot = () => snapshotAfter(7); // a server that keeps answering from before the run's end
+    const next = ff.sse();
+    const rest = ff.fallback!;
+    ff.fallback = (req, signal) => (new URL(req.url).pathname.endsWith('/events') ? next.handler(req, signal) : rest(req, signal));
+    const bogus = { ...ev[6]!, type: 'text.delta', message_id: 'not-here', delta: 'x' };
+    pipe.push(eventFrame(bogus) + ev.slice(7).map(eventFrame).join(''));
+    await settle();
+    expect(snapshotTimes).toHaveLength(3);
+    // The stream is asked again from the snapshot's offset: what came after it comes again.
+    const again = await next.pipe;
+    expect(ff.requests.at(-1)!.headers.get('last-event-id')).toBe(ev[6]!.offset);
+    again.push(connected() + ev.slice(7).map(eventFrame).join(''));
+    await settle();
+    const st = live.store.getState();
+    expect(st.runs[0]!.status).toBe('done');
+    expect(st.offset).toBe(ev[ev.length - 1]!.offset);
+    expect(st.messages[1]!.parts).toEqual([{ type: 'text', text: 'Hello world' }]);
+    live.close();
+  });
+
   it('close() stops polling and leaves no timer', async () => {
     const p = ff.expectSSE();
     const live = client.followThread('t1', { reconcileIntervalMs: 1000 });

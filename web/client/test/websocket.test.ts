@@ -222,16 +222,53 @@ describe('WebSocket transport', () => {
       expect(await sub.closed).toMatchObject({ reason: 'error', error: { code: 'not_found' } });
     });
 
-    it('slow_consumer resubscribes at once from the end offset (past what the filters skipped)', async () => {
+    it('slow_consumer resubscribes at once from the end offset (past what the filters skipped), on the same socket', async () => {
       const { rec, sub, ws } = await ended('slow_consumer');
       expect(rec.states.at(-1)).toEqual(['reconnecting', { attempt: 0, delayMs: 0 }]);
-      // The socket carried nothing for a moment: a new one.
-      const ws2 = await socket(2);
-      expect(ws.closedWith).toBe(1000);
-      ws2.open();
-      expect(ws2.subscribes()[0]).toMatchObject({ thread_id: 't1', after: ev[1]!.offset });
+      // The socket carried nothing for a moment, and is kept for the
+      // subscription coming back: not closed, no second one.
+      expect(ws.live).toBe(true);
+      expect(FakeWS.made).toHaveLength(1);
+      const again = ws.subscribes()[1]!;
+      expect(again).toMatchObject({ thread_id: 't1', after: ev[1]!.offset });
+      expect(again.id).not.toBe(ws.subscribes()[0]!.id);
+      ws.recv(subscribed(again.id as string));
+      expect(sub.state).toBe('open');
       expect(sub.cursor).toBe(ev[1]!.offset);
       sub.close();
+      expect(ws.closedWith).toBe(1000); // closed with its last subscription, as ever
+    });
+
+    it('a lone subscription that reconnects keeps its socket', async () => {
+      const sub = client.subscribe({ threadId: 't1' }, {});
+      const ws = await socket(1);
+      ws.open();
+      const id = ws.lastId();
+      ws.recv(subscribed(id));
+      ws.recv(event(id, ev[0]!));
+      sub.reconnect();
+      await settle();
+      expect(ws.live).toBe(true);
+      expect(FakeWS.made).toHaveLength(1);
+      expect(ws.sent.slice(-2)).toEqual([{ op: 'unsubscribe', id }, expect.objectContaining({ op: 'subscribe', thread_id: 't1', after: ev[0]!.offset })]);
+      sub.close();
+      expect(ws.closedWith).toBe(1000);
+    });
+
+    it('a socket kept for a subscription that does not come back closes at the end of the turn', async () => {
+      const sub = client.subscribe({ threadId: 't1' }, {});
+      const ws = await socket(1);
+      ws.open();
+      const id = ws.lastId();
+      ws.recv(subscribed(id));
+      ws.recv({ op: 'end', id, reason: 'slow_consumer', offset: '-1' });
+      sub.close(); // before its resubscribe reached the socket
+      await settle();
+      expect(ws.live).toBe(true); // kept until the end of the turn
+      await vi.advanceTimersByTimeAsync(0);
+      expect(ws.closedWith).toBe(1000);
+      expect(ws.subscribes()).toHaveLength(1);
+      expect(FakeWS.made).toHaveLength(1);
     });
 
     it('shutdown resubscribes at once on a new socket, and backs off while the server is away', async () => {
@@ -262,13 +299,12 @@ describe('WebSocket transport', () => {
       sb.close();
     });
 
-    it('error resumes at once from the offset, with the error for the status', async () => {
+    it('error resumes at once from the offset, with the error for the status, on the same socket', async () => {
       const { rec, sub, ws } = await ended('error');
       expect(rec.states.at(-1)).toMatchObject(['reconnecting', { delayMs: 0, error: { code: 'unavailable' } }]);
-      expect(ws.subscribes()).toHaveLength(1);
-      const ws2 = await socket(2);
-      ws2.open();
-      expect(ws2.subscribes()[0]).toMatchObject({ after: ev[1]!.offset });
+      expect(ws.subscribes()).toHaveLength(2);
+      expect(ws.subscribes()[1]).toMatchObject({ after: ev[1]!.offset });
+      expect(FakeWS.made).toHaveLength(1);
       sub.close();
     });
 

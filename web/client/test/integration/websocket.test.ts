@@ -174,6 +174,33 @@ describe('WebSocket transport (real server)', () => {
     expect([...c.results.keys()]).toEqual(['applied']);
   });
 
+  it('a lone subscription that reconnects mid-run comes back on the socket it had: one upgrade, the store the server\'s', async () => {
+    const d = direct();
+    const proxy = await Proxy.start(url());
+    cleanup.push(() => proxy.close());
+    const client = wsClient({ baseUrl: proxy.url });
+    const tid = threadName('ws-lone');
+    await d.createThread({ id: tid });
+    const c = counting();
+    const live = client.followThread(tid, { reconcileIntervalMs: 0, onEvent: c.onEvent });
+    cleanup.push(() => live.close());
+    await until(() => live.subscription.state === 'open', 5000, 'open');
+    const run = await live.startRun(demo(40, 10));
+    for (let i = 0; i < 3; i++) {
+      const seen = live.store.offset;
+      await until(() => live.store.offset !== seen, 5000, 'an event');
+      live.subscription.reconnect();
+      await until(() => live.subscription.state === 'open', 5000, 'open again');
+    }
+    await until(() => live.store.run(run.id)?.status === 'done', 15_000, 'the run');
+    expect(frames.filter((f) => f.op === 'subscribed').length).toBe(4);
+    expect(proxy.upgrades).toBe(1);
+    await expectSameAsServer(live.store, d);
+    expect([...c.results.keys()]).toEqual(['applied']);
+    live.close();
+    await until(() => proxy.sockets === 0, 5000, 'the socket closed');
+  });
+
   it('close() unsubscribes and closes the socket, on the client and on the server', async () => {
     const proxy = await Proxy.start(url());
     cleanup.push(() => proxy.close());
