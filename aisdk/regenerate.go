@@ -67,3 +67,37 @@ func regenerateTarget(req *ChatRequest, snap *tether.Snapshot) (target, key stri
 	// that ended without answering it.
 	return "", lastRun, nil
 }
+
+// SentAgainKey returns the idempotency key a regenerate-message has on the
+// chat (snap) as it stood before its active run was made: the key of that
+// run if this request made it, and is sent again (a 503 or a dropped
+// connection hid that it landed). useChat's plain regenerate() names no
+// answer: it is keyed by the answer to the chat's last question, and once
+// its run is made that answer is the run's own (the one it replaces is
+// left out), so the request sent again plans another key, which the
+// chat's active run refuses. The caller asks whether the key made the
+// active run: then the request is the one that made it (the same request
+// keyed the same), and another (other messages, or a run another request
+// made) is not. "" for a request that is no regenerate, or a chat whose
+// last run is not active.
+func SentAgainKey(req *ChatRequest, snap *tether.Snapshot) string {
+	if req.Trigger != TriggerRegenerate || snap == nil {
+		return ""
+	}
+	active := snap.Thread.ActiveRunID
+	if n := len(snap.Runs); active == "" || n == 0 || snap.Runs[n-1].ID != active {
+		return ""
+	}
+	before := &tether.Snapshot{Thread: snap.Thread, Runs: snap.Runs[:len(snap.Runs)-1]}
+	before.Thread.ActiveRunID = ""
+	for _, m := range snap.Messages {
+		if m.RunID != active {
+			before.Messages = append(before.Messages, m)
+		}
+	}
+	p, err := PlanChat(req, before)
+	if err != nil {
+		return ""
+	}
+	return p.Key
+}
