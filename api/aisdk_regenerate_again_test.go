@@ -249,3 +249,26 @@ func TestAISDKRegenerateSentAgainWhileAsking(t *testing.T) {
 		t.Fatalf("a regenerate of a2 while its run asks: %d %s", r.status, r.body)
 	}
 }
+
+// TestAISDKRegenerateByIDSentAgain: a regenerate that names the answer it
+// replaces (messageId) sent again once its run has ended streams that
+// run: its key is that answer's whatever the chat holds (what a client
+// that must not make the answer twice sends, docs/ai-sdk.md).
+func TestAISDKRegenerateByIDSentAgain(t *testing.T) {
+	const chat = "rgi"
+	v := newEnv(t, api.Options{})
+	demo := map[string]any{"demo": map[string]any{"tokens": 3, "delay_ms": 0}}
+	q := userMsg("u1", "Why?")
+	v.mustDo(200, "POST", chatAPI, chatBody(chat, []any{q}, `{"tokens":3,"delay_ms":0}`))
+	var msgs []aisdk.UIMessage
+	v.mustDo(200, "GET", chatAPI+"/"+chat+"/messages", nil).json(&msgs)
+	regen := map[string]any{"id": chat, "messages": []any{q}, "trigger": "regenerate-message", "messageId": msgs[1].ID, "metadata": demo}
+	first := v.mustDo(200, "POST", chatAPI, regen)
+	again := v.mustDo(200, "POST", chatAPI, regen)
+	if got, want := uiText(t, again), uiText(t, first); got != want || strings.HasPrefix(got, msgs[1].ID) {
+		t.Fatalf("the regenerate sent again streamed %q, the first time %q (replacing %s)", got, want, msgs[1].ID)
+	}
+	if n := v.runsCreated(chat); n != 2 {
+		t.Fatalf("%d runs, want 2 (the answer and its regenerate)", n)
+	}
+}
