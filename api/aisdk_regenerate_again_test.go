@@ -110,8 +110,8 @@ func uiText(t *testing.T, r *resp) string {
 	return m.ID + ": " + strings.Join(text, "")
 }
 
-// TestAISDKRegenerateSentAgain: sent again before the run's answer
-// started, and once it has, each streams the run; it was 409
+// TestAISDKRegenerateSentAgain: sent again before its run is claimed,
+// before the run's answer started, and once it has, each streams the run; it was 409
 // (run_active). A regenerate that asks another question is still
 // refused while the run goes on.
 func TestAISDKRegenerateSentAgain(t *testing.T) {
@@ -127,13 +127,15 @@ func TestAISDKRegenerateSentAgain(t *testing.T) {
 
 	regen := map[string]any{"id": chat, "messages": []any{q}, "trigger": "regenerate-message"}
 	regenerated := v.goDo("POST", chatPath, regen)
-	run, lease = v.claimExt()
 	testutil.Eventually(t, 10*time.Second, "the regenerate streamed", func() bool { return v.metric("tether_sse_streams") >= 1 })
+	// Its run not claimed yet (pending).
+	againPending := v.streaming(regen, 2)
+	run, lease = v.claimExt()
 	// Its answer not started yet: the chat shows none for the question.
-	again := v.streaming(regen, 2)
+	again := v.streaming(regen, 3)
 	v.answerExt(run.ID, lease, "a2", false)
 	// Its answer started: the chat shows it for the question.
-	againLater := v.streaming(regen, 3)
+	againLater := v.streaming(regen, 4)
 
 	other := map[string]any{"id": chat, "messages": []any{q, userMsg("u3", "And how?")}, "trigger": "regenerate-message"}
 	if r := v.do("POST", chatPath, other); r.status != 409 || r.code() != "run_active" {
@@ -144,6 +146,9 @@ func TestAISDKRegenerateSentAgain(t *testing.T) {
 	want := uiText(t, <-regenerated)
 	if want != "a2: Answer a2" {
 		t.Fatalf("the regenerate streamed %q", want)
+	}
+	if got := uiText(t, <-againPending); got != want {
+		t.Fatalf("the regenerate sent again before its run was claimed streamed %q, want %q", got, want)
 	}
 	if got := uiText(t, <-again); got != want {
 		t.Fatalf("the regenerate sent again before its answer started streamed %q, want %q", got, want)
