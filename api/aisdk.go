@@ -71,7 +71,12 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	}
 	rc, err := s.e.CreateRun(ctx, req.ID, run)
 	if tether.CodeOf(err) == tether.CodeRunActive {
-		err = s.aisdkRunActive(r, req, err)
+		var again string
+		if again, err = s.aisdkRunActive(r, req, err); again != "" {
+			// A regenerate sent again: the run it made, as for a retry.
+			s.aisdkFromSnapshot(w, r, again)
+			return
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -88,22 +93,32 @@ func (s *Server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 }
 
 // aisdkRunActive says why a chat request that creates a run was refused
-// as the chat has an active run (err): when the run waits for the answer
-// to its request (a regenerate, or a message sent as the run asked),
-// that the question is open and what to do; else err.
-func (s *Server) aisdkRunActive(r *http.Request, req *aisdk.ChatRequest, err error) error {
-	snap, terr := s.e.Thread(r.Context(), req.ID)
+// as the chat has an active run (err), unless the request made that run:
+// a regenerate sent again, whose key has changed with its run
+// (aisdk.SentAgainKey), is answered with the run's id. Else, when the run
+// waits for the answer to its request (a regenerate, or a message sent as
+// the run asked), it says that the question is open and what to do; else
+// err.
+func (s *Server) aisdkRunActive(r *http.Request, req *aisdk.ChatRequest, err error) (string, error) {
+	ctx := r.Context()
+	snap, terr := s.e.Thread(ctx, req.ID)
 	if terr != nil {
-		return err
+		return "", err
+	}
+	if key := aisdk.SentAgainKey(req, snap); key != "" {
+		// The key made the active run: this request made it.
+		if run, kerr := s.e.RunByKey(ctx, req.ID, key); kerr == nil && run.ID == snap.Thread.ActiveRunID {
+			return run.ID, nil
+		}
 	}
 	then := "send"
 	if req.Trigger == aisdk.TriggerRegenerate {
 		then = "regenerate"
 	}
 	if werr := aisdk.WaitingError(snap, then); werr != nil {
-		return werr
+		return "", werr
 	}
-	return err
+	return "", err
 }
 
 // aisdkPlan plans a chat request on the thread as it stands (snap, nil

@@ -264,6 +264,26 @@ func (e *Engine) runByKey(ctx context.Context, t *thread, key string) (*RunCreat
 	return nil, nil // still in flight: the plan finds it in t.idem
 }
 
+// RunByKey returns the run of a thread that a request with idempotency
+// key key created (CreateRun), without creating one: a caller that
+// recognises a request sent again under another key than its first try's
+// (the AI SDK's regenerate) asks whether that key made a run. It returns
+// not_found if no committed run of the thread has the key.
+func (e *Engine) RunByKey(ctx context.Context, threadID, key string) (tether.Run, error) {
+	t, err := e.thread(ctx, threadID)
+	if err != nil {
+		return tether.Run{}, err
+	}
+	rc, err := e.runByKey(ctx, t, key)
+	if err != nil {
+		return tether.Run{}, err
+	}
+	if rc == nil {
+		return tether.Run{}, tether.Errorf(tether.CodeNotFound, "thread %s has no run of this idempotency key", clip.ID(threadID))
+	}
+	return rc.Run, nil
+}
+
 func (e *Engine) committedRun(t *thread, id string) (tether.Run, bool) {
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
