@@ -92,3 +92,24 @@ func TestIdempotentCreateWhileCommitInFlight(t *testing.T) {
 		})
 	}
 }
+
+// RunByKey finds the run a key created, and creates none: an unknown key,
+// or a thread that does not exist, is not_found.
+func TestRunByKey(t *testing.T) {
+	e, _ := setup(t)
+	ctx := ctxT(t)
+	mustThread(t, e, "t1")
+	run := mustRun(t, e, "t1", engine.RunRequest{Agent: "echo", IdempotencyKey: "k1", Input: userInput("hi")})
+	got, err := e.RunByKey(ctx, "t1", "k1")
+	if err != nil || got.ID != run.ID {
+		t.Fatalf("RunByKey(k1) = %s, %v; want %s", got.ID, err, run.ID)
+	}
+	_, err = e.RunByKey(ctx, "t1", "k2")
+	wantCode(t, err, tether.CodeNotFound)
+	_, err = e.RunByKey(ctx, "nope", "k1")
+	wantCode(t, err, tether.CodeNotFound)
+	snap, err := e.Thread(ctx, "t1")
+	if err != nil || len(snap.Runs) != 1 {
+		t.Fatalf("after the lookups the thread has %d runs (%v), want 1", len(snap.Runs), err)
+	}
+}
