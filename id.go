@@ -3,7 +3,6 @@ package tether
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"regexp"
 	"time"
 )
 
@@ -39,10 +38,29 @@ func NewID(prefix string) string {
 // IDRule says in words what ValidID accepts, for error messages.
 const IDRule = `1 to 128 characters of A-Z a-z 0-9 . _ ~ - (not "." or "..")`
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
+// idByte holds the bytes an ID may hold: URL-unreserved characters.
+var idByte = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-") {
+		t[c] = true
+	}
+	return t
+}()
 
 // ValidID reports whether s can name a thread, run, message, tool call or
 // request: 1 to 128 characters of A-Z a-z 0-9 . _ ~ -, but not "." or
 // "..", which URL paths treat as relative segments (a thread named ".."
-// could be created but never reached at /v1/threads/..).
-func ValidID(s string) bool { return s != "." && s != ".." && idPattern.MatchString(s) }
+// could be created but never reached at /v1/threads/..). It runs for
+// every ID of every request and event, so it is a loop over a table
+// rather than a regular expression (~20x faster; FuzzValidID checks the
+// two agree).
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !idByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
