@@ -272,7 +272,10 @@ func edited(m InMessage, snap *tether.Snapshot) bool {
 func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 	if snap != nil {
 		for _, r := range snap.Runs {
-			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID {
+			// The client's message is the run's: named by its first
+			// assistant message, or by the run if it asked before it had
+			// one (the message that answered that request, sent again).
+			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID && r.ID != last.ID {
 				continue
 			}
 			approval := approvalOf(r, snap.Messages)
