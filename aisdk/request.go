@@ -272,7 +272,10 @@ func edited(m InMessage, snap *tether.Snapshot) bool {
 func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 	if snap != nil {
 		for _, r := range snap.Runs {
-			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID {
+			// The client's message is the run's: named by its first
+			// assistant message, or by the run if it asked before it had
+			// one (the message that answered that request, sent again).
+			if r.Status != tether.RunWaiting || r.Request == nil || uiMessageID(r, snap.Messages) != last.ID && r.ID != last.ID {
 				continue
 			}
 			approval := approvalOf(r, snap.Messages)
@@ -288,7 +291,7 @@ func answerOf(last InMessage, snap *tether.Snapshot) (*Answer, error) {
 					return &Answer{RunID: r.ID, RequestID: r.Request.ID, Value: v}, nil
 				}
 			}
-			if !holdsRequest(last, r) {
+			if !holdsRequest(last, r, approval) {
 				// The message before the open request reached the client:
 				// its answer to an earlier request, sent again (its POST's
 				// answer was lost).
@@ -384,12 +387,21 @@ func answerGiven(last InMessage, r tether.Run, msgs []tether.Message) *Answer {
 
 // holdsRequest reports whether a client's message holds the part of the
 // request waiting run r asks: its request part, or the part of the call
-// whose approval it asks. A message that holds it was sent after the
-// request reached the client, so it is not an earlier answer sent again.
-func holdsRequest(last InMessage, r tether.Run) bool {
+// whose approval it asks with that approval on it (approval, its id; ""
+// when the run's messages do not show the call, and then any part of the
+// call). A message that holds it was sent after the request reached the
+// client, so it is not an earlier answer sent again. The call's part
+// alone is not the request: the call may have shown (started, its
+// arguments streamed) before its approval was asked, in the message that
+// answered an earlier request.
+func holdsRequest(last InMessage, r tether.Run, approval string) bool {
 	call := tether.ApprovalCall(r.Request)
 	for _, part := range last.Parts {
-		if part.ToolCallID != "" && (part.ToolCallID == r.Request.ID || part.ToolCallID == call) {
+		switch {
+		case part.ToolCallID == "":
+		case part.ToolCallID == r.Request.ID:
+			return true
+		case part.ToolCallID == call && (approval == "" || part.Approval != nil && part.Approval.ID == approval):
 			return true
 		}
 	}

@@ -304,3 +304,92 @@ func TestAISDKOutputRepeatedWhileNextAsked(t *testing.T) {
 		t.Fatalf("another output for q1: %d %s", r.status, r.body)
 	}
 }
+
+// TestAISDKOutputRepeatedWhileApprovalOfShownCallAsked: the message that
+// answered request q1 already showed tool call c2 (started with it, not
+// yet asked about); sent again once the run asks c2's approval, it is
+// still the answer to q1 it repeats: it holds c2's part, but not the
+// approval, which came after it.
+func TestAISDKOutputRepeatedWhileApprovalOfShownCallAsked(t *testing.T) {
+	const chat = "outc"
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	run, lease := v.extChat(chat, func(run string, lease []string) {
+		v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[`+
+			`{"type":"tool.started","message_id":"a1","call_id":"c2","name":"search"},`+
+			`{"type":"run.waiting","request":{"id":"q1","kind":"input","payload":{"prompt":"Which?"}}}]`, lease...)
+	})
+	var msgs []map[string]any
+	v.mustDo(200, "GET", chatPath+"/"+chat+"/messages", nil).json(&msgs)
+	held := msgs[len(msgs)-1]
+	parts := held["parts"].([]any)
+	req := parts[len(parts)-1].(map[string]any)
+	if req["toolCallId"] != "q1" {
+		t.Fatalf("the answer's last part %v, want request q1's", req)
+	}
+	req["state"], req["output"] = "output-available", "latency"
+	body := map[string]any{"id": chat, "messages": []any{msgs[0], held}, "trigger": "submit-message"}
+	answered := v.goDo("POST", chatPath, body)
+	waitInputs(t, v, chat, 1)
+	v.mustDo(200, "POST", "/v1/runs/"+run+"/events", `[{"type":"run.waiting","request":{"id":"ap-c2","kind":"approval","payload":{"tool":"search","call_id":"c2"}}}]`, lease...)
+	if r := <-answered; r.status != 200 {
+		t.Fatalf("the answer: %d %s", r.status, r.body)
+	}
+	logLen := len(v.readLog(chat))
+	if r := v.do("POST", chatPath, body); r.status != 200 {
+		t.Fatalf("q1's output sent again while c2's approval is asked: %d %s", r.status, r.body)
+	}
+	if n := len(v.readLog(chat)); n != logLen {
+		t.Fatalf("the output sent again appended %d events", n-logLen)
+	}
+	// A message that shows c2's approval asked but not answered is 400.
+	v.mustDo(200, "GET", chatPath+"/"+chat+"/messages", nil).json(&msgs)
+	body["messages"] = []any{msgs[0], msgs[len(msgs)-1]}
+	if r := v.do("POST", chatPath, body); r.status != 400 || !strings.Contains(string(r.body), "waits for the approval") {
+		t.Fatalf("a message with c2's approval asked, unanswered: %d %s", r.status, r.body)
+	}
+}
+
+// TestAISDKOutputRepeatedBeforeAnyMessage: the run asked request q1
+// before it had an assistant message (the client's message is then named
+// by the run), answered, started its answer and asks q2: q1's output sent
+// again is the answer it repeats, as it is once the run no longer waits.
+func TestAISDKOutputRepeatedBeforeAnyMessage(t *testing.T) {
+	const chat = "outr"
+	v := newEnvEngine(t, api.Options{}, engine.Options{})
+	asked := v.goDo("POST", chatPath, chatBody(chat, []any{userMsg("u1", "ask twice")}, `{}`))
+	run, lease := v.claimExt()
+	v.mustDo(200, "POST", "/v1/runs/"+run.ID+"/events", `[{"type":"run.waiting","request":{"id":"q1","kind":"input","payload":{"prompt":"Which?"}}}]`, lease...)
+	if r := <-asked; r.status != 200 {
+		t.Fatalf("the question: %d %s", r.status, r.body)
+	}
+	var msgs []map[string]any
+	v.mustDo(200, "GET", chatPath+"/"+chat+"/messages", nil).json(&msgs)
+	held := msgs[len(msgs)-1]
+	parts := held["parts"].([]any)
+	req := parts[len(parts)-1].(map[string]any)
+	if req["toolCallId"] != "q1" {
+		t.Fatalf("the answer's last part %v, want request q1's", req)
+	}
+	req["state"], req["output"] = "output-available", "latency"
+	body := map[string]any{"id": chat, "messages": []any{msgs[0], held}, "trigger": "submit-message"}
+	answered := v.goDo("POST", chatPath, body)
+	waitInputs(t, v, chat, 1)
+	v.mustDo(200, "POST", "/v1/runs/"+run.ID+"/events", `[`+
+		`{"type":"message.started","message_id":"a1","role":"assistant"},`+
+		`{"type":"text.delta","message_id":"a1","delta":"So: "},`+
+		`{"type":"run.waiting","request":{"id":"q2","kind":"input","payload":{"prompt":"And?"}}}]`, lease...)
+	if r := <-answered; r.status != 200 {
+		t.Fatalf("the answer: %d %s", r.status, r.body)
+	}
+	logLen := len(v.readLog(chat))
+	if r := v.do("POST", chatPath, body); r.status != 200 {
+		t.Fatalf("q1's output sent again while q2 is asked: %d %s", r.status, r.body)
+	}
+	if n := len(v.readLog(chat)); n != logLen {
+		t.Fatalf("the output sent again appended %d events", n-logLen)
+	}
+	req["output"] = "throughput"
+	if r := v.do("POST", chatPath, body); r.status != 409 || r.code() != "conflict" {
+		t.Fatalf("another output for q1: %d %s", r.status, r.body)
+	}
+}

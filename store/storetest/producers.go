@@ -98,4 +98,18 @@ func testProducers(t *testing.T, s *suite) {
 	if p, err := st.Producer(ctx, "u", "run-1/w1"); err != nil || p.Epoch != 9 {
 		t.Fatalf("another thread's producer after the delete: %+v, %v", p, err)
 	}
+
+	// Created again with the same id, the thread has none of the
+	// producers it had (neither the one its row held nor the others),
+	// and its new ones are its own.
+	b = createBatch(t, "t", 1)
+	b.Producers = []store.Producer{{Key: "run-1/w3", Epoch: 0, Seq: 0}}
+	commit(t, st, b)
+	for _, key := range []string{"run-1/w1", "run-1/w2"} {
+		_, err = st.Producer(ctx, "t", key)
+		wantErr(t, "producer "+key+" of the thread created again", err, store.ErrNotFound)
+	}
+	if p, err := st.Producer(ctx, "t", "run-1/w3"); err != nil || *p != (store.Producer{Key: "run-1/w3"}) {
+		t.Fatalf("the new producer of the thread created again: %+v, %v", p, err)
+	}
 }

@@ -190,7 +190,10 @@ abstract class Live {
    * again, with nothing more to come to end it), so it is fetched again,
    * and is then as new, since what the stream delivers was committed
    * first. Still older (a server behind), it is applied and the stream
-   * resumes right after it, so that nothing it delivered since is lost.
+   * resumes right after it, so that nothing it delivered since is lost;
+   * unless the stream is over (the run followed ended on it): then none
+   * can resume after the snapshot, which would show the run going again
+   * for good, so the state stays as the stream left it (needsResync).
    */
   private async resync(): Promise<void> {
     let snap: Snapshot | undefined;
@@ -201,6 +204,7 @@ abstract class Live {
       older = compareOffsets(snap.offset, this.subscription.cursor) < 0;
       if (!older) break;
     }
+    if (older && this.subscription.state === 'closed') return;
     this.applyFetched(snap!, false, true);
     if (older && !this.closedFlag) this.subscription.reconnect();
   }

@@ -233,6 +233,30 @@ describe('reconciliation', () => {
     live.close();
   });
 
+  it('a run followed to its end is not taken back to running by a resync snapshot still older (a server behind)', async () => {
+    const p = ff.expectSSE({ 'Content-Location': '/v1/runs/r1' });
+    const live = client.startRun('t1', {}, { reconcileIntervalMs: 0 });
+    const pipe = await p;
+    pipe.push(connected({ run_id: 'r1' }) + ev.slice(0, 6).map(eventFrame).join(''));
+    await settle();
+    const shown: (string | undefined)[] = [];
+    live.store.subscribe(() => shown.push(live.store.getState().runs[0]?.status));
+    serverSnapshot = () => snapshotAfter(7); // every GET answered from before the run's end
+    // An event the store refuses, then the rest of the run, to its end:
+    // the run's stream is over, so none can resume after the snapshot.
+    const bogus = { ...ev[6]!, type: 'text.delta', message_id: 'not-here', delta: 'x' };
+    pipe.push(eventFrame(bogus) + ev.slice(7).map(eventFrame).join(''));
+    await settle();
+    await vi.advanceTimersByTimeAsync(60_000);
+    const st = live.store.getState();
+    expect(st.runs[0]!.status).toBe('done');
+    expect(st.activeRun).toBeUndefined();
+    expect(shown.slice(shown.indexOf('done'))).toEqual(shown.slice(shown.indexOf('done')).map(() => 'done'));
+    expect(snapshotTimes).toHaveLength(3);
+    expect(await live.finished).toMatchObject({ id: 'r1', status: 'done' });
+    live.close();
+  });
+
   it('close() stops polling and leaves no timer', async () => {
     const p = ff.expectSSE();
     const live = client.followThread('t1', { reconcileIntervalMs: 1000 });
