@@ -60,7 +60,9 @@ describe('resilience', () => {
     });
     await page.getByTestId('composer-input').fill('Long answer, please');
     await page.locator('[data-testid="options"] summary').click();
-    await page.getByTestId('opt-tokens').fill('150');
+    // Long enough to be still going when the client's retries are spent
+    // and the server is killed, however slow the machine.
+    await page.getByTestId('opt-tokens').fill('2000');
     await page.getByTestId('opt-delay').fill('30');
     await page.getByTestId('send').click();
     // The client sends it again itself, with its key, until its retries
@@ -79,7 +81,11 @@ describe('resilience', () => {
     expect(new Set(keys).size).toBe(1);
     expect((await snapshot(server, tid)).runs.map((r) => r.status)).toEqual(['done', 'aborted']);
 
-    // Retry: the same message as a new run, with a key of its own.
+    // Retry: the same message as a new run, with a key of its own (and
+    // the options as set now: a short answer).
+    await page.locator('[data-testid="options"] summary').click();
+    await page.getByTestId('opt-tokens').fill('5');
+    await page.getByTestId('opt-delay').fill('0');
     const retry = page.locator('[data-testid="run"]').last().getByTestId('run-retry');
     await retry.waitFor();
     expect(await page.locator('[data-testid="run-retry"]:visible').count()).toBe(1); // on the last run only
