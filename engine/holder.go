@@ -55,7 +55,7 @@ func (p *planner) emitWorker(evs []*tether.Event) error {
 		if err := p.tx.Apply(ev); err != nil {
 			return eventErr(i, ev, err)
 		}
-		p.events = append(p.events, ev)
+		p.push(ev, nil)
 	}
 	return nil
 }

@@ -49,6 +49,14 @@ func (p *planner) emitEncoded(ev *tether.Event, b []byte) error {
 	if err := p.tx.Apply(ev); err != nil {
 		return eventErr(len(p.events), ev, err)
 	}
+	p.push(ev, b)
+	return nil
+}
+
+// push adds an applied event to the plan, with its encoding b (nil: the
+// plan's commit encodes it). p.encoded, once a plan holds an encoding,
+// stays one entry per event.
+func (p *planner) push(ev *tether.Event, b []byte) {
 	if b != nil && p.encoded == nil {
 		p.encoded = make([][]byte, len(p.events), len(p.events)+1)
 	}
@@ -56,7 +64,6 @@ func (p *planner) emitEncoded(ev *tether.Event, b []byte) error {
 	if p.encoded != nil {
 		p.encoded = append(p.encoded, b)
 	}
-	return nil
 }
 
 func eventErr(i int, ev *tether.Event, err error) error {
