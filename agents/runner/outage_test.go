@@ -3,8 +3,10 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	tether "github.com/tetherhq/tether"
 	"github.com/tetherhq/tether/agents"
 	"github.com/tetherhq/tether/agents/demo"
+	"github.com/tetherhq/tether/agents/runner"
 	"github.com/tetherhq/tether/engine"
 	"github.com/tetherhq/tether/internal/testutil"
 	"github.com/tetherhq/tether/store"
@@ -238,5 +241,53 @@ func TestAppendGivesUpWithTheLease(t *testing.T) {
 	snap := waitStatus(t, e, run.ID, tether.RunAborted)
 	if r := snap.Runs[0]; r.Error == nil || r.Error.Code != engine.ReasonWorkerLost {
 		t.Fatalf("run ended %+v, want worker_lost", r.Error)
+	}
+}
+
+// levels is a slog handler that keeps the level of each "claim" record.
+type levels struct {
+	mu  sync.Mutex
+	got []slog.Level
+}
+
+func (h *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levels) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "claim" {
+		h.mu.Lock()
+		h.got = append(h.got, r.Level)
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *levels) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *levels) WithGroup(string) slog.Handler      { return h }
+
+// A single failed claim is logged as an error, whichever of the runner's
+// claimers it befalls (only the first claimer's were, and a run is taken
+// by whichever claimer pops it).
+func TestFailedClaimLoggedAsError(t *testing.T) {
+	for i := range 4 {
+		st := &failing{Store: testutil.OpenStore(t, ""), typ: tether.EventRunStarted}
+		st.fails.Store(1)
+		e := engine.New(st, engine.Options{})
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h := &levels{}
+		ok := agents.Func(func(ctx context.Context, s *agents.Session) error { return nil })
+		rn := runner.New(e, map[string]agents.Agent{"ok": ok}, runner.Options{Logger: slog.New(h)})
+		rn.Start()
+		run := start(t, e, "ok", `{}`)
+		waitStatus(t, e, run.ID, tether.RunDone)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rn.Shutdown(ctx)
+		cancel()
+		e.Close()
+		h.mu.Lock()
+		got := slices.Clone(h.got)
+		h.mu.Unlock()
+		if !slices.Equal(got, []slog.Level{slog.LevelError}) {
+			t.Fatalf("try %d: the failed claim was logged at %v, want once at ERROR", i, got)
+		}
 	}
 }

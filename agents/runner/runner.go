@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tether "github.com/tetherhq/tether"
@@ -64,6 +65,8 @@ type Runner struct {
 	kill   context.CancelFunc
 	loop   sync.WaitGroup
 	active sync.WaitGroup
+
+	claimLogged atomic.Int64 // when a failed claim was last logged as an error, Unix ns
 }
 
 // New returns a runner for the given agents, by name.
@@ -97,14 +100,27 @@ func (r *Runner) Start() {
 	// the store's writer is, which is when bursts come: several claim
 	// at once, and their commits share the writer's transactions.
 	sem := make(chan struct{}, r.opts.Concurrency)
-	for i := range min(r.opts.Concurrency, claimers) {
+	for range min(r.opts.Concurrency, claimers) {
 		r.loop.Add(1)
-		go r.claimLoop(sem, i == 0)
+		go r.claimLoop(sem)
 	}
 }
 
 // claimers is how many claims the runner has in flight at most.
 const claimers = 8
+
+// claimErrorLevel is the level of a failed claim's log line: error for the
+// first in a second, debug for the others. A store outage fails every
+// claimer alike, which one line tells; a single failure, whichever
+// claimer it befalls, is still told.
+func (r *Runner) claimErrorLevel() slog.Level {
+	now := time.Now().UnixNano()
+	last := r.claimLogged.Load()
+	if now-last >= int64(time.Second) && r.claimLogged.CompareAndSwap(last, now) {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
 
 // Shutdown stops claiming, waits for running agents until ctx ends, then
 // cancels the rest and aborts their runs (server_shutdown).
@@ -137,10 +153,8 @@ var stopWait = 5 * time.Second
 
 // claimLoop claims runs and executes each in a goroutine of its own, until
 // claiming stops. sem holds a slot for each run executing and each claim waiting, so that
-// no more than Options.Concurrency runs execute at once. The first
-// claimer logs its failures as errors, the others at debug level: a
-// store outage fails them all alike.
-func (r *Runner) claimLoop(sem chan struct{}, first bool) {
+// no more than Options.Concurrency runs execute at once.
+func (r *Runner) claimLoop(sem chan struct{}) {
 	defer r.loop.Done()
 	worker := "inproc@" + r.e.NodeID()
 	pause := time.Duration(0)
@@ -168,11 +182,7 @@ func (r *Runner) claimLoop(sem chan struct{}, first bool) {
 				// cluster without quorum): keep trying, less often, so
 				// that runs start again once it is back.
 				pause = nextPause(pause)
-				level := slog.LevelDebug
-				if first {
-					level = slog.LevelError
-				}
-				r.log.Log(r.ctx, level, "claim", "err", err, "retry_in", pause)
+				r.log.Log(r.ctx, r.claimErrorLevel(), "claim", "err", err, "retry_in", pause)
 				if !sleep(r.ctx, pause) {
 					return
 				}
