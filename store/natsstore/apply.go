@@ -212,7 +212,17 @@ func (s *Store) writeRows(ctx context.Context, id string, m *logMsg) error {
 			})
 		}
 	}
-	for _, p := range h.Producers {
+	// A producer may be in a message more than once (appends of one
+	// producer gathered in one commit). The rows are written at once, in
+	// no order, so only its last state may be.
+	last := make(map[string]int, len(h.Producers))
+	for i, p := range h.Producers {
+		last[p.Key] = i
+	}
+	for i, p := range h.Producers {
+		if last[p.Key] != i {
+			continue
+		}
 		do(producerKey(id, p.Key), func([]byte) ([]byte, time.Duration, error) {
 			b, err := json.Marshal(producerRow{rowMeta: rowMeta{Seq: m.seq, Inc: inc}, Epoch: p.Epoch, PSeq: p.Seq})
 			return b, 0, err

@@ -66,6 +66,7 @@ func testProducers(t *testing.T, s *suite) {
 		{0, []store.Producer{{Key: "run-1/w2", Epoch: 3, Seq: 10}}},
 		{1, nil},
 		{1, []store.Producer{{Key: "run-1/w2", Epoch: 3, Seq: 11}}},
+		{1, manyStates("run-1/w4", 32)},
 	}
 	version := int64(3)
 	for i, turn := range turns {
@@ -112,4 +113,14 @@ func testProducers(t *testing.T, s *suite) {
 	if p, err := st.Producer(ctx, "t", "run-1/w3"); err != nil || *p != (store.Producer{Key: "run-1/w3"}) {
 		t.Fatalf("the new producer of the thread created again: %+v, %v", p, err)
 	}
+}
+
+// manyStates is n states of one producer in turn, as a batch holds them
+// when n appends of that producer are gathered in one commit.
+func manyStates(key string, n int) []store.Producer {
+	ps := make([]store.Producer, n)
+	for i := range ps {
+		ps[i] = store.Producer{Key: key, Epoch: 2, Seq: int64(i)}
+	}
+	return ps
 }
